@@ -1,0 +1,80 @@
+/*
+ * config — the configuration file: JSON with comments, defaults for every
+ * key, and validation that points at FILE:LINE:COL for every problem.
+ *
+ * A config is immutable once loaded; reload builds a new one and swaps the
+ * pointer, so anything in flight keeps what it started with.
+ */
+#ifndef REAPD_CONFIG_H
+#define REAPD_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "policy.h"
+
+struct header {
+    char *name;
+    char *value;
+};
+
+struct config {
+    char *node;      /* default: gethostname() */
+    char *state_dir; /* default: /var/lib/reapd */
+
+    char *docker_socket;             /* /var/run/docker.sock */
+    int64_t docker_request_timeout_ms; /* 30000: one engine call */
+    int64_t docker_reconnect_max_ms;   /* 30000: events backoff cap */
+
+    char *containerd_socket;    /* "auto" | "off" | path */
+    char *containerd_namespace; /* "moby" */
+
+    char *status_listen; /* "127.0.0.1:9323" | "unix:/path" | "off" */
+
+    char *upstream_url; /* NULL: no upstream */
+    int64_t upstream_timeout_ms; /* 5000 */
+    struct header *upstream_headers;
+    size_t nupstream_headers;
+
+    int64_t delete_max_in_flight;    /* 8 */
+    int64_t delete_poll_interval_ms; /* 500 */
+    int64_t delete_warn_after_ms;    /* 60000 */
+    int64_t delete_give_up_after_ms; /* 0 = never */
+    int64_t delete_retry_base_ms;    /* 500 */
+    int64_t delete_retry_max_ms;     /* 30000 */
+
+    struct policy_set policies; /* default: no policies, ignore */
+
+    enum log_level log_level;   /* info */
+    enum log_format log_format; /* text */
+
+    char *source; /* file it came from, or "<default>" */
+};
+
+/* One problem, already formatted as "FILE:LINE:COL: message". */
+struct config_errors {
+    char **lines;
+    size_t count;
+};
+
+/* The embedded default config. Caller frees with config_free. */
+struct config *config_default(void);
+
+/*
+ * Loads and validates `path`. On success returns 0 and *out (caller frees).
+ * On failure returns -1, *out is NULL and `errs` holds every problem found
+ * (caller frees with config_errors_clear). A file that cannot be read is
+ * one error "PATH: <strerror>".
+ */
+int config_load(const char *path, struct config **out,
+                struct config_errors *errs);
+
+/* Same, from a buffer; `source` names it in messages. */
+int config_parse(const char *source, const char *text, size_t len,
+                 struct config **out, struct config_errors *errs);
+
+void config_free(struct config *cfg);
+void config_errors_clear(struct config_errors *errs);
+
+#endif

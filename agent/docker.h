@@ -1,0 +1,129 @@
+/*
+ * docker — the Docker Engine API over its unix socket.
+ *
+ * Four calls (version, list, inspect, delete) and one long-lived events
+ * subscription, all through the loop's libcurl multi handle, none
+ * blocking. Engine answers are parsed into bounded structs and validated
+ * (ids are 64 hex, states are known words); anything else is a failed
+ * call with a message, never a crash.
+ *
+ * The subscription (docker_watch) reconnects by itself forever, with
+ * capped exponential backoff and jitter, re-negotiating the API version
+ * each time (the engine may have been upgraded) and resuming from the
+ * last event's timeNano. Because the engine replays at most 256 buffered
+ * events, and none across its own restart, every (re)subscription is
+ * announced so the caller relists and reconciles; the subscription is
+ * open before it is announced, so nothing falls between the two.
+ */
+#ifndef REAPD_DOCKER_H
+#define REAPD_DOCKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "events.h"
+#include "lifecycle.h"
+#include "policy.h"
+
+struct loop;
+struct docker;
+struct docker_req;
+
+/* The oldest and newest Engine API versions reapd speaks. */
+#define DOCKER_API_MIN "1.24"
+#define DOCKER_API_MAX "1.51"
+
+enum docker_status {
+    DOCKER_OK,
+    DOCKER_NOT_FOUND, /* 404 */
+    DOCKER_CONFLICT,  /* 409 */
+    DOCKER_FAILED,    /* timeout, unreachable, 5xx, other 4xx, bad JSON */
+};
+
+/* One container as list or inspect describes it. All owned by the
+ * docker module; valid during the callback only. */
+struct docker_container {
+    char id[65];
+    const char *name;  /* without the leading "/"; may be NULL */
+    const char *image; /* Config.Image (inspect) or Image (list) */
+    const struct label *labels;
+    size_t nlabels;
+    struct lc_inspect state; /* list answers: has_exit_code false */
+    const char *started_at;  /* RFC 3339, NULL if never */
+    const char *finished_at; /* RFC 3339, NULL if never */
+};
+
+typedef void (*docker_inspect_cb)(enum docker_status st,
+                                  const struct docker_container *c,
+                                  const char *msg, void *arg);
+typedef void (*docker_list_cb)(enum docker_status st,
+                               const struct docker_container *cs, size_t n,
+                               const char *msg, void *arg);
+typedef void (*docker_delete_cb)(enum docker_status st, long http_status,
+                                 const char *msg, void *arg);
+
+/* `socket` is copied. NULL on allocation failure. */
+struct docker *docker_new(struct loop *l, const char *socket,
+                          long request_timeout_ms, long reconnect_max_ms);
+/* Cancels everything in flight (no callbacks). */
+void docker_free(struct docker *d);
+
+/* The API version in use ("1.41"), once negotiated; else NULL. */
+const char *docker_api_version(const struct docker *d);
+
+/*
+ * Calls. Each returns a request handle, valid until its callback runs or
+ * docker_cancel is called, or NULL when it could not even be started (no
+ * callback then). `id` must be 64 hex (checked: NULL is returned
+ * otherwise). The list call with `id` NULL lists all containers.
+ */
+struct docker_req *docker_inspect(struct docker *d, const char *id,
+                                  docker_inspect_cb cb, void *arg);
+struct docker_req *docker_list(struct docker *d, const char *id,
+                               docker_list_cb cb, void *arg);
+struct docker_req *docker_delete(struct docker *d, const char *id, bool force,
+                                 bool volumes, docker_delete_cb cb,
+                                 void *arg);
+/* No callback runs after this. NULL is fine. */
+void docker_cancel(struct docker_req *r);
+
+struct docker_watch_cbs {
+    /* The stream is open (again): relist and reconcile now. */
+    void (*on_subscribed)(void *arg);
+    void (*on_event)(const struct docker_event *ev, void *arg);
+    /* The stream is down; it will be retried after `retry_ms`. */
+    void (*on_lost)(const char *why, uint64_t retry_ms, void *arg);
+};
+
+/* Starts the subscription (idempotent). `since_nano` 0: from now. */
+int docker_watch_start(struct docker *d, const struct docker_watch_cbs *cbs,
+                       void *arg, int64_t since_nano);
+void docker_watch_stop(struct docker *d);
+bool docker_watch_connected(const struct docker *d);
+int64_t docker_watch_checkpoint(const struct docker *d);
+uint64_t docker_watch_reconnects(const struct docker *d);
+uint64_t docker_watch_events(const struct docker *d);
+
+/* Parsers, exposed for tests: fill `out` from an engine answer. They
+ * return 0, or -1 with a message in `err`. The results live in `ctx`
+ * until docker_parsed_free. */
+struct docker_parsed;
+int docker_parse_inspect(const char *body, size_t len,
+                         struct docker_parsed **ctx,
+                         const struct docker_container **out, char *err,
+                         size_t errlen);
+int docker_parse_list(const char *body, size_t len,
+                      struct docker_parsed **ctx,
+                      const struct docker_container **out, size_t *n,
+                      char *err, size_t errlen);
+/* The API version to use given the engine's ApiVersion and
+ * MinAPIVersion: "1.41" etc. into `out`. -1 if the engine is too old. */
+int docker_parse_version(const char *body, size_t len, char *out,
+                         size_t outlen, char *err, size_t errlen);
+void docker_parsed_free(struct docker_parsed *ctx);
+
+/* Is `s` exactly 64 lowercase hex digits? */
+bool docker_valid_id(const char *s);
+
+#endif

@@ -1,0 +1,112 @@
+/*
+ * json — bounded JSON documents built from yajl's streaming parser.
+ *
+ * Everything reapd reads from outside (engine responses, the events stream,
+ * the config file) goes through here, so every document is limited in size,
+ * depth, members per container and string length before it is believed.
+ * A document lives in one arena: json_free() releases it in one step and
+ * never recurses. Each node records the byte offset where its value (and
+ * its member key) starts, so config errors can say FILE:LINE:COL.
+ */
+#ifndef REAPD_JSON_H
+#define REAPD_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum json_type {
+    JSON_NULL,
+    JSON_BOOL,
+    JSON_NUMBER,
+    JSON_STRING,
+    JSON_OBJECT,
+    JSON_ARRAY,
+};
+
+struct json_node {
+    enum json_type type;
+    const char *key; /* member name (NUL-terminated) in an object, or NULL */
+    size_t key_len;
+    /* STRING: the value; NUMBER: the literal text; both NUL-terminated. */
+    const char *str;
+    size_t len;
+    int boolean;               /* BOOL */
+    struct json_node **items;  /* OBJECT members / ARRAY elements, in order */
+    size_t count;
+    size_t offset;     /* byte offset of the value's first character */
+    size_t key_offset; /* byte offset of the member key's opening quote */
+};
+
+struct json_limits {
+    size_t max_bytes;   /* bytes in one document (0: 1 MiB) */
+    unsigned max_depth; /* nesting of objects/arrays (0: 32) */
+    size_t max_items;   /* members or elements in one container (0: 4096) */
+    size_t max_string;  /* bytes in one string or key (0: 64 KiB) */
+};
+
+enum json_flags {
+    JSON_ALLOW_COMMENTS = 1 << 0, /* // and slash-star comments */
+    JSON_MULTIPLE = 1 << 1,       /* a stream of concatenated documents */
+};
+
+/*
+ * Called once per complete top-level value. The callee takes ownership of
+ * `root` and must json_free() it. Return 0 to go on, non-zero to stop the
+ * stream (json_stream_feed then returns -1 with error "stopped").
+ */
+typedef int (*json_value_cb)(struct json_node *root, void *arg);
+
+struct json_stream;
+
+/* Returns NULL on allocation failure. `limits` may be NULL (defaults);
+ * it is copied. */
+struct json_stream *json_stream_new(const struct json_limits *limits,
+                                    int flags, json_value_cb cb, void *arg);
+void json_stream_free(struct json_stream *s);
+
+/*
+ * Feeds the next chunk; chunk boundaries may fall anywhere. Returns 0, or
+ * -1 on a parse error or a broken limit. Errors are sticky: after -1 every
+ * later call fails too; start a new stream.
+ */
+int json_stream_feed(struct json_stream *s, const char *buf, size_t len);
+
+/* Ends the input. Returns -1 if a document is incomplete or malformed. */
+int json_stream_finish(struct json_stream *s);
+
+/* The last error as one line of text (valid until the stream is freed), and
+ * the byte offset in the whole input where it was detected. */
+const char *json_stream_error(const struct json_stream *s);
+size_t json_stream_error_offset(const struct json_stream *s);
+
+/* Bytes of the current, still incomplete document (0 between documents). */
+size_t json_stream_pending(const struct json_stream *s);
+
+/*
+ * Parses exactly one document. Returns the root (caller frees with
+ * json_free), or NULL with a message in `err` (may be NULL) and the byte
+ * offset of the problem in `*err_offset` (may be NULL).
+ */
+struct json_node *json_parse(const char *buf, size_t len,
+                             const struct json_limits *limits, int flags,
+                             char *err, size_t errlen, size_t *err_offset);
+
+/* Frees a whole document given its root; NULL is fine. Never recurses. */
+void json_free(struct json_node *root);
+
+/* The member `key` of an object, or NULL (also when `obj` is not an
+ * object or is NULL). The last duplicate wins. */
+const struct json_node *json_get(const struct json_node *obj,
+                                 const char *key);
+
+/* The string value, or NULL if `n` is not a string (or NULL). */
+const char *json_string(const struct json_node *n);
+
+/* Integer value of a NUMBER that is an integer in range. 0 or -1. */
+int json_int64(const struct json_node *n, int64_t *out);
+
+/* 1-based line and column (in bytes) of `offset` within `text`. */
+void json_linecol(const char *text, size_t len, size_t offset,
+                  unsigned *line, unsigned *col);
+
+#endif

@@ -1,0 +1,742 @@
+/*
+ * lifecycle — the pure core; see lifecycle.h for the model.
+ *
+ * Each handler below is one (state, observation) cell of the table in
+ * docs/design.md. Results of engine calls clear their in-flight flag
+ * before anything else, so a stale answer (one that arrives after the
+ * record moved on) is harmless: it is read against the current state.
+ */
+#include "lifecycle.h"
+
+#include <string.h>
+
+#include "backoff.h"
+
+static void
+push(struct lc_result *res, enum lc_act_kind kind, uint64_t ms, uint64_t ms2)
+{
+    /* LC_MAX_ACTIONS bounds the longest path (finish); never exceeded. */
+    if (res->nacts < LC_MAX_ACTIONS) {
+        res->acts[res->nacts].kind = kind;
+        res->acts[res->nacts].ms = ms;
+        res->acts[res->nacts].ms2 = ms2;
+        res->nacts++;
+    }
+}
+
+static void
+go(struct lc *c, struct lc_result *res, enum lc_state to, const char *why)
+{
+    c->state = to;
+    res->to = to;
+    res->reason = why;
+}
+
+static uint64_t
+retry_delay(const struct lc *c, unsigned failures, uint32_t rnd)
+{
+    return backoff_delay_ms(failures, (uint64_t)c->p.retry_base_ms,
+                            (uint64_t)c->p.retry_max_ms, rnd);
+}
+
+static void
+want_inspect(struct lc *c, struct lc_result *res)
+{
+    if (!c->inspect_inflight) {
+        c->inspect_inflight = true;
+        push(res, ACT_INSPECT, 0, 0);
+    }
+}
+
+static void
+send_delete(struct lc *c, struct lc_result *res)
+{
+    if (!c->delete_inflight) {
+        c->delete_inflight = true;
+        c->delete_attempts++;
+        push(res, ACT_DELETE, 0, 0);
+    }
+}
+
+/* Leaves the slot queue, or gives the slot back. Call before changing
+ * state away from QUEUED/REMOVING/CONFIRMING. */
+static void
+drop_slot(struct lc *c, struct lc_result *res)
+{
+    if (c->has_slot || c->state == LC_QUEUED)
+        push(res, ACT_DROP_SLOT, 0, 0);
+    c->has_slot = false;
+}
+
+static void
+reset_exit(struct lc *c)
+{
+    c->exited = false;
+    c->exited_at_ms = 0;
+    c->die_seen = false;
+    c->die_has_code = false;
+    c->die_code = 0;
+    c->exit_known = false;
+    c->exit_code = 0;
+    c->source = LC_SRC_NONE;
+    c->oom_killed = false;
+    c->inspect_failures = 0;
+    c->delete_failures = 0;
+    c->delete_attempts = 0;
+    c->anomalies = 0;
+    c->removed = false;
+    c->removed_by_us = false;
+    c->cleanup_ms = 0;
+}
+
+static void
+note_die(struct lc *c, const struct lc_obs *o)
+{
+    c->die_seen = true;
+    c->die_has_code = o->has_exit_code;
+    c->die_code = o->exit_code;
+    if (c->exit_known && c->die_has_code && c->die_code != c->exit_code)
+        c->anomalies |= LC_AN_EXIT_CODE_MISMATCH;
+}
+
+/* An exit was observed for the current run: settle it. */
+static void
+begin_exit(struct lc *c, uint64_t now, struct lc_result *res,
+           const char *why)
+{
+    c->exited = true;
+    c->ran = true;
+    c->exited_at_ms = now;
+    push(res, ACT_DEADLINES, (uint64_t)c->p.warn_after_ms,
+         (uint64_t)c->p.give_up_after_ms);
+    go(c, res, LC_SETTLING, why);
+    want_inspect(c, res);
+}
+
+/* The engine runs the container again: this exit was not final. */
+static void
+back_to_running(struct lc *c, struct lc_result *res, const char *why)
+{
+    drop_slot(c, res);
+    push(res, ACT_STEP_CANCEL, 0, 0);
+    push(res, ACT_DEADLINES_CANCEL, 0, 0);
+    reset_exit(c);
+    c->ran = true;
+    c->destroy_seen = false;
+    c->gone_polled = false;
+    go(c, res, LC_RUNNING, why);
+}
+
+/* Reports (when something ran) and forgets. */
+static void
+finish(struct lc *c, uint64_t now, struct lc_result *res, const char *why)
+{
+    drop_slot(c, res);
+    push(res, ACT_STEP_CANCEL, 0, 0);
+    push(res, ACT_DEADLINES_CANCEL, 0, 0);
+    c->removed = c->destroy_seen && c->gone_polled;
+    if (c->exited)
+        c->cleanup_ms = now >= c->exited_at_ms ? now - c->exited_at_ms : 0;
+    go(c, res, LC_DONE, why);
+    if (c->ran || c->exited)
+        push(res, ACT_REPORT, 0, 0);
+    push(res, ACT_FORGET, 0, 0);
+}
+
+static void
+poll_later(struct lc *c, struct lc_result *res, uint64_t ms)
+{
+    if ((int64_t)ms < c->p.poll_interval_ms)
+        ms = (uint64_t)c->p.poll_interval_ms;
+    push(res, ACT_STEP_TIMER, ms, 0);
+}
+
+/* Both halves of the join hold: removal confirmed. */
+static bool
+try_join(struct lc *c, uint64_t now, struct lc_result *res)
+{
+    if (!(c->destroy_seen && c->gone_polled))
+        return false;
+    finish(c, now, res, "removal confirmed: destroy seen and inspect 404");
+    return true;
+}
+
+/* The exit code is the engine's die event's, since the container is gone
+ * before inspect could tell. */
+static void
+settle_from_event(struct lc *c)
+{
+    if (c->exit_known)
+        return;
+    if (c->die_has_code) {
+        c->exit_known = true;
+        c->exit_code = c->die_code;
+        c->source = LC_SRC_EVENT;
+    } else {
+        c->anomalies |= LC_AN_EXIT_UNKNOWN;
+    }
+}
+
+static void
+settle_from_inspect(struct lc *c, const struct lc_inspect *in)
+{
+    if (!in->has_exit_code)
+        return;
+    /* A source higher in the order (containerd) is never overwritten. */
+    if (!c->exit_known || c->source == LC_SRC_EVENT) {
+        c->exit_known = true;
+        c->exit_code = in->exit_code;
+        c->source = LC_SRC_INSPECT;
+    }
+    c->oom_killed = in->oom_killed;
+    if (c->die_has_code && c->die_code != c->exit_code)
+        c->anomalies |= LC_AN_EXIT_CODE_MISMATCH;
+}
+
+/* Exit settled and the container still there: keep it or remove it. */
+static void
+after_settle(struct lc *c, struct lc_result *res)
+{
+    if (c->p.action == POLICY_KEEP) {
+        push(res, ACT_DEADLINES_CANCEL, 0, 0);
+        push(res, ACT_STEP_CANCEL, 0, 0);
+        go(c, res, LC_KEPT, "exit settled; policy keeps the container");
+        push(res, ACT_REPORT, 0, 0);
+        return;
+    }
+    if (c->p.delay_ms > 0) {
+        go(c, res, LC_DELAYING, "exit settled; waiting the policy delay");
+        push(res, ACT_STEP_TIMER, (uint64_t)c->p.delay_ms, 0);
+        return;
+    }
+    go(c, res, LC_QUEUED, "exit settled; waiting for a removal slot");
+    push(res, ACT_WANT_SLOT, 0, 0);
+}
+
+static bool
+is_live(enum lc_run r)
+{
+    return r == LC_RUN_RUNNING || r == LC_RUN_PAUSED ||
+           r == LC_RUN_RESTARTING || r == LC_RUN_CREATED;
+}
+
+static bool
+in_cleanup(enum lc_state s)
+{
+    return s == LC_SETTLING || s == LC_DELAYING || s == LC_QUEUED ||
+           s == LC_REMOVING || s == LC_CONFIRMING;
+}
+
+/* The engine no longer has it (destroy event, or absent from a relist). */
+static void
+on_destroy(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    c->destroy_seen = true;
+    switch (c->state) {
+    case LC_RUNNING:
+        if (!c->ran) {
+            finish(c, o->now_ms, res, "removed before it ever ran");
+            return;
+        }
+        /* Its die was missed (stream cut): the exit is unknowable. */
+        c->exited = true;
+        c->exited_at_ms = o->now_ms;
+        push(res, ACT_DEADLINES, (uint64_t)c->p.warn_after_ms,
+             (uint64_t)c->p.give_up_after_ms);
+        settle_from_event(c);
+        go(c, res, LC_CONFIRMING, "removed while running; exit not seen");
+        want_inspect(c, res);
+        return;
+    case LC_SETTLING:
+        if (!try_join(c, o->now_ms, res))
+            want_inspect(c, res);
+        return;
+    case LC_DELAYING:
+    case LC_QUEUED:
+        drop_slot(c, res);
+        push(res, ACT_STEP_CANCEL, 0, 0);
+        go(c, res, LC_CONFIRMING, "removed by someone else");
+        if (!try_join(c, o->now_ms, res))
+            want_inspect(c, res);
+        return;
+    case LC_REMOVING:
+        if (c->delete_inflight)
+            return; /* its answer moves us on */
+        push(res, ACT_STEP_CANCEL, 0, 0);
+        go(c, res, LC_CONFIRMING, "removed while a DELETE retry waited");
+        if (!try_join(c, o->now_ms, res))
+            want_inspect(c, res);
+        return;
+    case LC_CONFIRMING:
+        try_join(c, o->now_ms, res);
+        return;
+    case LC_KEPT:
+    case LC_ABANDONED:
+        /* Already reported; nothing more to say about it. */
+        push(res, ACT_FORGET, 0, 0);
+        go(c, res, LC_DONE, "removed after its report");
+        return;
+    default:
+        return;
+    }
+}
+
+static void
+on_die(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    switch (c->state) {
+    case LC_KEPT:
+    case LC_ABANDONED:
+        /* A new run whose start we missed. */
+        reset_exit(c);
+        c->destroy_seen = c->gone_polled = false;
+        /* fall through */
+    case LC_RUNNING:
+        note_die(c, o);
+        begin_exit(c, o->now_ms, res, "die event");
+        return;
+    default:
+        /* The same exit seen another way first (relist, replay). */
+        note_die(c, o);
+        return;
+    }
+}
+
+static void
+on_start(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    (void)o;
+    if (c->state == LC_RUNNING) {
+        c->ran = true;
+        return;
+    }
+    if (c->state == LC_DONE)
+        return;
+    back_to_running(c, res, "started again");
+}
+
+static void
+on_found(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    bool live = is_live(o->inspect.run);
+
+    switch (c->state) {
+    case LC_RUNNING:
+        if (live) {
+            if (o->inspect.run != LC_RUN_CREATED)
+                c->ran = true;
+            return;
+        }
+        begin_exit(c, o->now_ms, res, "relist: found exited");
+        return;
+    case LC_KEPT:
+    case LC_ABANDONED:
+        if (live && o->inspect.run != LC_RUN_CREATED)
+            back_to_running(c, res, "relist: running again");
+        return;
+    default:
+        return;
+    }
+}
+
+static void
+on_inspect(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    const struct lc_inspect *in = &o->inspect;
+    bool live = is_live(in->run);
+
+    switch (c->state) {
+    case LC_RUNNING:
+        if (live) {
+            if (in->run != LC_RUN_CREATED)
+                c->ran = true;
+            return;
+        }
+        /* Possibly stale: ask again from the settling state. */
+        begin_exit(c, o->now_ms, res, "inspect: found exited");
+        return;
+    case LC_SETTLING:
+        c->inspect_failures = 0;
+        if (live) {
+            back_to_running(c, res, "not final: the engine restarts it");
+            return;
+        }
+        settle_from_inspect(c, in);
+        if (!c->exit_known)
+            settle_from_event(c);
+        if (in->run == LC_RUN_REMOVING) {
+            go(c, res, LC_CONFIRMING, "exit settled; engine is removing it");
+            poll_later(c, res, 0);
+            return;
+        }
+        after_settle(c, res);
+        return;
+    case LC_CONFIRMING:
+        c->inspect_failures = 0;
+        if (live) {
+            back_to_running(c, res, "started again during removal");
+            return;
+        }
+        if (in->run == LC_RUN_REMOVING) {
+            poll_later(c, res, 0);
+            return;
+        }
+        /* Still there and nobody is removing it. */
+        if (c->p.action == POLICY_KEEP) {
+            after_settle(c, res);
+            return;
+        }
+        if (c->has_slot) {
+            c->delete_failures++;
+            c->anomalies |= LC_AN_DELETE_RETRIED;
+            go(c, res, LC_REMOVING, "still present after removal; retry");
+            push(res, ACT_STEP_TIMER,
+                 retry_delay(c, c->delete_failures, o->rnd), 0);
+            return;
+        }
+        go(c, res, LC_QUEUED, "still present; waiting for a removal slot");
+        push(res, ACT_WANT_SLOT, 0, 0);
+        return;
+    case LC_DELAYING:
+    case LC_QUEUED:
+    case LC_REMOVING:
+        if (live && c->state != LC_REMOVING)
+            back_to_running(c, res, "started again before removal");
+        return;
+    default:
+        return;
+    }
+}
+
+static void
+on_inspect_gone(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    c->gone_polled = true;
+    c->inspect_failures = 0;
+    switch (c->state) {
+    case LC_RUNNING:
+        /* Gone without a die we saw; the destroy event completes it. */
+        if (c->ran) {
+            c->exited = true;
+            c->exited_at_ms = o->now_ms;
+            push(res, ACT_DEADLINES, (uint64_t)c->p.warn_after_ms,
+                 (uint64_t)c->p.give_up_after_ms);
+        }
+        settle_from_event(c);
+        go(c, res, LC_CONFIRMING, "inspect: gone");
+        if (!try_join(c, o->now_ms, res))
+            poll_later(c, res, 0);
+        return;
+    case LC_SETTLING:
+    case LC_DELAYING:
+    case LC_QUEUED:
+        settle_from_event(c);
+        drop_slot(c, res);
+        push(res, ACT_STEP_CANCEL, 0, 0);
+        go(c, res, LC_CONFIRMING, "inspect: gone before removal");
+        if (!try_join(c, o->now_ms, res))
+            poll_later(c, res, 0);
+        return;
+    case LC_REMOVING:
+        if (c->delete_inflight)
+            return;
+        push(res, ACT_STEP_CANCEL, 0, 0);
+        go(c, res, LC_CONFIRMING, "inspect: gone");
+        if (!try_join(c, o->now_ms, res))
+            poll_later(c, res, 0);
+        return;
+    case LC_CONFIRMING:
+        if (!try_join(c, o->now_ms, res))
+            poll_later(c, res, 0);
+        return;
+    default:
+        return;
+    }
+}
+
+static void
+on_inspect_failed(struct lc *c, const struct lc_obs *o,
+                  struct lc_result *res)
+{
+    if (c->state != LC_SETTLING && c->state != LC_CONFIRMING)
+        return;
+    c->inspect_failures++;
+    /* A slow or failed inspect never ends the wait; it is retried. */
+    push(res, ACT_STEP_TIMER, retry_delay(c, c->inspect_failures, o->rnd),
+         0);
+    res->reason = "inspect failed; retrying";
+}
+
+static void
+on_delete_result(struct lc *c, const struct lc_obs *o,
+                 struct lc_result *res)
+{
+    if (c->state != LC_REMOVING)
+        return; /* stale: we moved on while it was in flight */
+    switch (o->kind) {
+    case OBS_DELETE_DONE:
+        c->removed_by_us = true;
+        c->delete_failures = 0;
+        go(c, res, LC_CONFIRMING, "DELETE accepted");
+        if (!try_join(c, o->now_ms, res))
+            want_inspect(c, res);
+        return;
+    case OBS_DELETE_GONE:
+        c->gone_polled = true;
+        c->delete_failures = 0;
+        go(c, res, LC_CONFIRMING, "DELETE: no such container");
+        if (!try_join(c, o->now_ms, res))
+            poll_later(c, res, 0);
+        return;
+    case OBS_DELETE_CONFLICT:
+        go(c, res, LC_CONFIRMING, "DELETE: conflict; polling");
+        poll_later(c, res, 0);
+        return;
+    default:
+        c->delete_failures++;
+        c->anomalies |= LC_AN_DELETE_RETRIED;
+        push(res, ACT_STEP_TIMER,
+             retry_delay(c, c->delete_failures, o->rnd), 0);
+        res->reason = "DELETE failed; retrying";
+        return;
+    }
+}
+
+static void
+on_slot(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    (void)o;
+    if (c->state != LC_QUEUED) {
+        /* Granted after we stopped wanting it: hand it back. */
+        push(res, ACT_DROP_SLOT, 0, 0);
+        return;
+    }
+    c->has_slot = true;
+    go(c, res, LC_REMOVING, "removal slot granted");
+    send_delete(c, res);
+}
+
+static void
+on_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    (void)o;
+    switch (c->state) {
+    case LC_SETTLING:
+    case LC_CONFIRMING:
+        want_inspect(c, res);
+        return;
+    case LC_DELAYING:
+        go(c, res, LC_QUEUED, "delay over; waiting for a removal slot");
+        push(res, ACT_WANT_SLOT, 0, 0);
+        return;
+    case LC_REMOVING:
+        send_delete(c, res);
+        return;
+    default:
+        return;
+    }
+}
+
+static void
+on_warn(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    (void)o;
+    if (!in_cleanup(c->state))
+        return;
+    c->anomalies |= LC_AN_CLEANUP_SLOW;
+    push(res, ACT_WARN, 0, 0);
+    res->reason = "cleanup slower than warn_after_ms; still waiting";
+}
+
+static void
+on_giveup(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    if (!in_cleanup(c->state))
+        return;
+    c->anomalies |= LC_AN_GAVE_UP;
+    drop_slot(c, res);
+    push(res, ACT_STEP_CANCEL, 0, 0);
+    push(res, ACT_DEADLINES_CANCEL, 0, 0);
+    c->removed = false;
+    c->cleanup_ms =
+        o->now_ms >= c->exited_at_ms ? o->now_ms - c->exited_at_ms : 0;
+    go(c, res, LC_ABANDONED, "gave up after give_up_after_ms");
+    push(res, ACT_REPORT, 0, 0);
+}
+
+void
+lc_init(struct lc *c, const struct lc_params *p)
+{
+    memset(c, 0, sizeof(*c));
+    c->p = *p;
+    c->state = LC_RUNNING;
+}
+
+void
+lc_start_exited(struct lc *c, uint64_t now_ms, struct lc_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->from = res->to = c->state;
+    begin_exit(c, now_ms, res, "first seen exited");
+}
+
+void
+lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->from = res->to = c->state;
+
+    switch (o->kind) {
+    case OBS_INSPECT:
+    case OBS_INSPECT_GONE:
+    case OBS_INSPECT_FAILED:
+        c->inspect_inflight = false;
+        break;
+    case OBS_DELETE_DONE:
+    case OBS_DELETE_GONE:
+    case OBS_DELETE_CONFLICT:
+    case OBS_DELETE_FAILED:
+        c->delete_inflight = false;
+        break;
+    default:
+        break;
+    }
+    if (c->state == LC_DONE) {
+        if (o->kind == OBS_SLOT)
+            push(res, ACT_DROP_SLOT, 0, 0);
+        return;
+    }
+
+    switch (o->kind) {
+    case OBS_EVENT_START:
+        on_start(c, o, res);
+        break;
+    case OBS_EVENT_DIE:
+        on_die(c, o, res);
+        break;
+    case OBS_EVENT_DESTROY:
+    case OBS_ABSENT:
+        on_destroy(c, o, res);
+        break;
+    case OBS_FOUND:
+        on_found(c, o, res);
+        break;
+    case OBS_INSPECT:
+        on_inspect(c, o, res);
+        break;
+    case OBS_INSPECT_GONE:
+        on_inspect_gone(c, o, res);
+        break;
+    case OBS_INSPECT_FAILED:
+        on_inspect_failed(c, o, res);
+        break;
+    case OBS_DELETE_DONE:
+    case OBS_DELETE_GONE:
+    case OBS_DELETE_CONFLICT:
+    case OBS_DELETE_FAILED:
+        on_delete_result(c, o, res);
+        break;
+    case OBS_SLOT:
+        on_slot(c, o, res);
+        break;
+    case OBS_TIMER_STEP:
+        on_step(c, o, res);
+        break;
+    case OBS_TIMER_WARN:
+        on_warn(c, o, res);
+        break;
+    case OBS_TIMER_GIVEUP:
+        on_giveup(c, o, res);
+        break;
+    default:
+        break;
+    }
+}
+
+const char *
+lc_state_name(enum lc_state s)
+{
+    static const char *const names[LC_NSTATES] = {
+        "running",    "settling", "delaying", "queued",
+        "removing",   "confirming", "kept",   "abandoned",
+        "done",
+    };
+    return (unsigned)s < LC_NSTATES ? names[s] : "invalid";
+}
+
+const char *
+lc_obs_name(enum lc_obs_kind k)
+{
+    static const char *const names[OBS_NKINDS] = {
+        "event_start",     "event_die",       "event_destroy",
+        "found",           "absent",          "inspect",
+        "inspect_gone",    "inspect_failed",  "delete_done",
+        "delete_gone",     "delete_conflict", "delete_failed",
+        "slot",            "timer_step",      "timer_warn",
+        "timer_giveup",
+    };
+    return (unsigned)k < OBS_NKINDS ? names[k] : "invalid";
+}
+
+const char *
+lc_source_name(enum lc_source s)
+{
+    switch (s) {
+    case LC_SRC_CONTAINERD:
+        return "containerd";
+    case LC_SRC_INSPECT:
+        return "inspect";
+    case LC_SRC_EVENT:
+        return "event";
+    default:
+        return NULL;
+    }
+}
+
+const char *
+lc_anomaly_name(enum lc_anomaly a)
+{
+    switch (a) {
+    case LC_AN_EXIT_CODE_MISMATCH:
+        return "engine_exit_code_mismatch";
+    case LC_AN_CLEANUP_SLOW:
+        return "cleanup_slow";
+    case LC_AN_GAVE_UP:
+        return "cleanup_gave_up";
+    case LC_AN_DELETE_RETRIED:
+        return "delete_retried";
+    case LC_AN_EXIT_UNKNOWN:
+        return "exit_code_unknown";
+    case LC_AN_TASK_DELETE_TIMEOUT:
+        return "task_delete_timeout";
+    case LC_AN_TASK_REAPED:
+        return "task_reaped";
+    default:
+        return NULL;
+    }
+}
+
+int
+lc_run_parse(const char *s, enum lc_run *out)
+{
+    static const struct {
+        const char *name;
+        enum lc_run run;
+    } map[] = {
+        {"created", LC_RUN_CREATED},   {"running", LC_RUN_RUNNING},
+        {"paused", LC_RUN_PAUSED},     {"restarting", LC_RUN_RESTARTING},
+        {"removing", LC_RUN_REMOVING}, {"exited", LC_RUN_EXITED},
+        {"dead", LC_RUN_DEAD},
+    };
+    size_t i;
+
+    if (s == NULL)
+        return -1;
+    for (i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        if (strcmp(s, map[i].name) == 0) {
+            *out = map[i].run;
+            return 0;
+        }
+    }
+    return -1;
+}

@@ -1,0 +1,39 @@
+/*
+ * log — leveled, one-line log records on stderr, as text or JSON.
+ *
+ * Every record is one line, written with a single write(2) so lines from a
+ * crash are never interleaved. Records about a container carry its id as a
+ * field, and state changes say from, to and why, so an operator can follow
+ * one container through its whole life with grep or jq.
+ */
+#ifndef REAPD_LOG_H
+#define REAPD_LOG_H
+
+enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
+enum log_format { LOG_TEXT, LOG_JSON };
+
+void log_setup(enum log_level level, enum log_format format);
+enum log_level log_get_level(void);
+
+/* "debug" | "info" | "warn" | "error" -> 0 and *out; else -1. */
+int log_level_parse(const char *s, enum log_level *out);
+/* "text" | "json" -> 0 and *out; else -1. */
+int log_format_parse(const char *s, enum log_format *out);
+
+/* A message, optionally about one container (`cid` may be NULL). */
+void log_msg(enum log_level level, const char *cid, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A container's state transition: from -> to, because of `reason`. */
+void log_transition(const char *cid, const char *from, const char *to,
+                    const char *reason);
+
+/* Redirects output (tests); fd -1 restores stderr. */
+void log_set_fd(int fd);
+
+#define log_debug(cid, ...) log_msg(LOG_DEBUG, cid, __VA_ARGS__)
+#define log_info(cid, ...)  log_msg(LOG_INFO, cid, __VA_ARGS__)
+#define log_warn(cid, ...)  log_msg(LOG_WARN, cid, __VA_ARGS__)
+#define log_error(cid, ...) log_msg(LOG_ERROR, cid, __VA_ARGS__)
+
+#endif

@@ -1,0 +1,577 @@
+/*
+ * loop — the event_base and the libcurl multi handle it drives.
+ *
+ * libcurl forbids calling curl_multi_* from inside its own callbacks, and
+ * our callers routinely start or cancel requests from a data callback (an
+ * event from the stream starts an inspect). So while libcurl is on the
+ * stack (`in_curl`), additions and removals are queued and carried out by
+ * a deferred event on the next loop turn.
+ */
+#include "loop.h"
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "log.h"
+
+#define DEFAULT_MAX_BODY   (4u * 1024 * 1024)
+#define MAX_HEADER_LINES   64
+#define MAX_HEADER_LINE    8192
+
+struct http_call {
+    struct loop *l;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    http_headers_cb on_headers;
+    http_data_cb on_data;
+    http_done_cb on_done;
+    void *arg;
+
+    char *buf; /* buffered body */
+    size_t len, cap, max;
+    char *lines[MAX_HEADER_LINES];
+    size_t nlines;
+
+    bool added;     /* inside the multi handle */
+    bool cancelled; /* no more callbacks; remove at the next safe point */
+    bool headers_done;
+    bool too_large;
+    bool aborted;
+    char errbuf[CURL_ERROR_SIZE];
+
+    struct http_call *prev, *next; /* all calls of the loop */
+};
+
+struct loop {
+    struct event_base *base;
+    CURLM *multi;
+    struct event *timer;    /* libcurl's timeout */
+    struct event *deferred; /* queued adds and removals */
+    int in_curl;            /* libcurl is on the stack */
+    struct http_call *calls;
+    size_t ncalls;
+};
+
+struct sock {
+    struct event *ev;
+    struct loop *l;
+};
+
+static void check_multi_info(struct loop *l);
+
+uint64_t
+loop_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static void
+socket_action(struct loop *l, curl_socket_t fd, int flags)
+{
+    int running = 0;
+    CURLMcode rc;
+
+    l->in_curl++;
+    rc = curl_multi_socket_action(l->multi, fd, flags, &running);
+    l->in_curl--;
+    if (rc != CURLM_OK)
+        log_error(NULL, "curl_multi_socket_action: %s",
+                  curl_multi_strerror(rc));
+    check_multi_info(l);
+}
+
+static void
+on_socket_event(evutil_socket_t fd, short what, void *arg)
+{
+    struct loop *l = arg;
+    int flags = 0;
+
+    if (what & EV_READ)
+        flags |= CURL_CSELECT_IN;
+    if (what & EV_WRITE)
+        flags |= CURL_CSELECT_OUT;
+    socket_action(l, fd, flags);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    socket_action(arg, CURL_SOCKET_TIMEOUT, 0);
+}
+
+static int
+curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
+               void *socketp)
+{
+    struct loop *l = userp;
+    struct sock *sk = socketp;
+    short kind;
+
+    (void)easy;
+    if (what == CURL_POLL_REMOVE) {
+        if (sk != NULL) {
+            event_free(sk->ev);
+            free(sk);
+            curl_multi_assign(l->multi, s, NULL);
+        }
+        return 0;
+    }
+    kind = EV_PERSIST;
+    if (what & CURL_POLL_IN)
+        kind |= EV_READ;
+    if (what & CURL_POLL_OUT)
+        kind |= EV_WRITE;
+    if (sk == NULL) {
+        sk = calloc(1, sizeof(*sk));
+        if (sk == NULL)
+            return -1;
+        sk->l = l;
+        sk->ev = event_new(l->base, s, kind, on_socket_event, l);
+        if (sk->ev == NULL) {
+            free(sk);
+            return -1;
+        }
+        curl_multi_assign(l->multi, s, sk);
+    } else {
+        event_del(sk->ev);
+        event_assign(sk->ev, l->base, s, kind, on_socket_event, l);
+    }
+    event_add(sk->ev, NULL);
+    return 0;
+}
+
+static int
+curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
+{
+    struct loop *l = userp;
+    struct timeval tv;
+
+    (void)multi;
+    if (timeout_ms < 0) {
+        evtimer_del(l->timer);
+        return 0;
+    }
+    tv.tv_sec = timeout_ms / 1000;
+    tv.tv_usec = (timeout_ms % 1000) * 1000;
+    evtimer_add(l->timer, &tv);
+    return 0;
+}
+
+static void
+call_free(struct http_call *c)
+{
+    struct loop *l = c->l;
+    size_t i;
+
+    if (c->added) {
+        curl_multi_remove_handle(l->multi, c->easy);
+        c->added = false;
+    }
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        l->calls = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    l->ncalls--;
+    curl_easy_cleanup(c->easy);
+    curl_slist_free_all(c->hdrs);
+    for (i = 0; i < c->nlines; i++)
+        free(c->lines[i]);
+    free(c->buf);
+    free(c);
+}
+
+static void
+schedule_deferred(struct loop *l)
+{
+    event_active(l->deferred, EV_TIMEOUT, 0);
+}
+
+/* Runs on the loop with libcurl off the stack: carry out what callbacks
+ * asked for while libcurl was busy. */
+static void
+on_deferred(evutil_socket_t fd, short what, void *arg)
+{
+    struct loop *l = arg;
+    struct http_call *c, *next;
+    CURLMcode rc;
+
+    (void)fd;
+    (void)what;
+    for (c = l->calls; c != NULL; c = next) {
+        next = c->next;
+        if (c->cancelled) {
+            call_free(c);
+            continue;
+        }
+        if (!c->added) {
+            rc = curl_multi_add_handle(l->multi, c->easy);
+            if (rc != CURLM_OK) {
+                log_error(NULL, "curl_multi_add_handle: %s",
+                          curl_multi_strerror(rc));
+                continue;
+            }
+            c->added = true;
+        }
+    }
+}
+
+static enum http_error
+map_error(const struct http_call *c, CURLcode rc)
+{
+    if (c->too_large)
+        return HTTPC_ERR_TOO_LARGE;
+    if (c->aborted)
+        return HTTPC_ERR_ABORTED;
+    switch (rc) {
+    case CURLE_OK:
+        return HTTPC_OK;
+    case CURLE_OPERATION_TIMEDOUT:
+        return HTTPC_ERR_TIMEOUT;
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+        return HTTPC_ERR_CONNECT;
+    default:
+        return HTTPC_ERR_OTHER;
+    }
+}
+
+static void
+finish_call(struct http_call *c, CURLcode rc)
+{
+    struct http_response res;
+
+    memset(&res, 0, sizeof(res));
+    curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &res.status);
+    res.error = map_error(c, rc);
+    if (res.error != HTTPC_OK)
+        res.errmsg = c->errbuf[0] ? c->errbuf : curl_easy_strerror(rc);
+    if (c->on_data == NULL) {
+        res.body = c->buf != NULL ? c->buf : "";
+        res.body_len = c->len;
+    }
+    res.header_lines = (const char *const *)c->lines;
+    res.nheader_lines = c->nlines;
+    /* The callback may start or cancel other calls; ours is done. */
+    c->cancelled = true;
+    c->on_done(&res, c->arg);
+    call_free(c);
+}
+
+static void
+check_multi_info(struct loop *l)
+{
+    CURLMsg *msg;
+    int left;
+    struct http_call *c;
+
+    while ((msg = curl_multi_info_read(l->multi, &left)) != NULL) {
+        if (msg->msg != CURLMSG_DONE)
+            continue;
+        c = NULL;
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&c);
+        if (c == NULL)
+            continue;
+        if (c->cancelled)
+            call_free(c);
+        else
+            finish_call(c, msg->data.result);
+    }
+}
+
+static void
+deliver_headers(struct http_call *c)
+{
+    long status = 0;
+
+    if (c->headers_done)
+        return;
+    curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (status >= 100 && status < 200)
+        return; /* informational; the real status follows */
+    c->headers_done = true;
+    if (c->on_headers != NULL && !c->cancelled)
+        c->on_headers(status, c->arg);
+}
+
+static size_t
+header_cb(char *buf, size_t size, size_t nitems, void *ud)
+{
+    struct http_call *c = ud;
+    size_t n = size * nitems, len = n;
+
+    if (c->cancelled)
+        return 0;
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+        len--;
+    if (len == 0) {
+        deliver_headers(c);
+        return n;
+    }
+    if (len >= 5 && strncmp(buf, "HTTP/", 5) == 0)
+        return n; /* status line; the code comes from getinfo */
+    if (c->nlines < MAX_HEADER_LINES && len < MAX_HEADER_LINE) {
+        char *line = malloc(len + 1);
+
+        if (line != NULL) {
+            memcpy(line, buf, len);
+            line[len] = '\0';
+            c->lines[c->nlines++] = line;
+        }
+    }
+    return n;
+}
+
+static size_t
+write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    struct http_call *c = ud;
+    size_t n = size * nmemb;
+
+    if (c->cancelled)
+        return 0;
+    deliver_headers(c);
+    if (c->cancelled)
+        return 0;
+    if (c->on_data != NULL) {
+        if (c->on_data(ptr, n, c->arg) != 0) {
+            c->aborted = true;
+            return 0;
+        }
+        return c->cancelled ? 0 : n;
+    }
+    if (c->len + n > c->max) {
+        c->too_large = true;
+        return 0;
+    }
+    if (c->len + n + 1 > c->cap) {
+        size_t cap = c->cap ? c->cap : 4096;
+        char *nb;
+
+        while (cap < c->len + n + 1)
+            cap *= 2;
+        nb = realloc(c->buf, cap);
+        if (nb == NULL)
+            return 0;
+        c->buf = nb;
+        c->cap = cap;
+    }
+    memcpy(c->buf + c->len, ptr, n);
+    c->len += n;
+    c->buf[c->len] = '\0';
+    return n;
+}
+
+static int
+setup_easy(struct http_call *c, const struct http_request *req)
+{
+    CURL *e = c->easy;
+    const char *method = req->method ? req->method : "GET";
+    size_t i;
+
+    curl_easy_setopt(e, CURLOPT_URL, req->url);
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)c);
+    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, c->errbuf);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, write_cb);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
+    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
+    curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+    if (req->unix_socket != NULL)
+        curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req->unix_socket);
+    if (req->timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, req->timeout_ms);
+    if (req->connect_timeout_ms > 0)
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
+                         req->connect_timeout_ms);
+    if (req->http2_prior_knowledge)
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                         (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    if (req->ca_file != NULL)
+        curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
+    if (req->client_cert != NULL)
+        curl_easy_setopt(e, CURLOPT_SSLCERT, req->client_cert);
+    if (req->client_key != NULL)
+        curl_easy_setopt(e, CURLOPT_SSLKEY, req->client_key);
+
+    if (strcmp(method, "POST") == 0) {
+        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)req->body_len);
+        curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS,
+                         req->body != NULL ? req->body : "");
+        /* No 100-continue round trip: our bodies are small. */
+        c->hdrs = curl_slist_append(c->hdrs, "Expect:");
+        if (c->hdrs == NULL)
+            return -1;
+    } else if (strcmp(method, "GET") != 0) {
+        curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    }
+    for (i = 0; i < req->nheaders; i++) {
+        struct curl_slist *h = curl_slist_append(c->hdrs, req->headers[i]);
+
+        if (h == NULL)
+            return -1;
+        c->hdrs = h;
+    }
+    if (c->hdrs != NULL)
+        curl_easy_setopt(e, CURLOPT_HTTPHEADER, c->hdrs);
+    return 0;
+}
+
+struct http_call *
+loop_http(struct loop *l, const struct http_request *req,
+          http_headers_cb on_headers, http_data_cb on_data,
+          http_done_cb on_done, void *arg)
+{
+    struct http_call *c = NULL, *result = NULL;
+    CURLMcode rc;
+
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        goto out;
+    c->l = l;
+    c->on_headers = on_headers;
+    c->on_data = on_data;
+    c->on_done = on_done;
+    c->arg = arg;
+    c->max = req->max_body ? req->max_body : DEFAULT_MAX_BODY;
+    c->easy = curl_easy_init();
+    if (c->easy == NULL || setup_easy(c, req) != 0)
+        goto out;
+
+    c->next = l->calls;
+    if (l->calls != NULL)
+        l->calls->prev = c;
+    l->calls = c;
+    l->ncalls++;
+    if (l->in_curl) {
+        schedule_deferred(l);
+    } else {
+        rc = curl_multi_add_handle(l->multi, c->easy);
+        if (rc != CURLM_OK) {
+            log_error(NULL, "curl_multi_add_handle: %s",
+                      curl_multi_strerror(rc));
+            call_free(c);
+            c = NULL;
+            goto out;
+        }
+        c->added = true;
+    }
+    result = c;
+    c = NULL;
+out:
+    if (c != NULL) {
+        if (c->easy != NULL)
+            curl_easy_cleanup(c->easy);
+        curl_slist_free_all(c->hdrs);
+        free(c);
+    }
+    return result;
+}
+
+void
+loop_http_cancel(struct http_call *c)
+{
+    if (c == NULL || c->cancelled)
+        return;
+    c->cancelled = true;
+    if (c->l->in_curl)
+        schedule_deferred(c->l);
+    else
+        call_free(c);
+}
+
+const char *
+http_response_header(const struct http_response *res, const char *name)
+{
+    size_t i, n = strlen(name);
+
+    for (i = 0; i < res->nheader_lines; i++) {
+        const char *line = res->header_lines[i];
+
+        if (strncasecmp(line, name, n) == 0 && line[n] == ':') {
+            line += n + 1;
+            while (*line == ' ' || *line == '\t')
+                line++;
+            return line;
+        }
+    }
+    return NULL;
+}
+
+size_t
+loop_http_active(const struct loop *l)
+{
+    return l->ncalls;
+}
+
+struct loop *
+loop_new(void)
+{
+    struct loop *l = NULL, *result = NULL;
+
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        log_error(NULL, "curl_global_init failed");
+        return NULL;
+    }
+    l = calloc(1, sizeof(*l));
+    if (l == NULL)
+        goto out;
+    l->base = event_base_new();
+    if (l->base == NULL)
+        goto out;
+    l->multi = curl_multi_init();
+    l->timer = evtimer_new(l->base, on_timer, l);
+    l->deferred = event_new(l->base, -1, 0, on_deferred, l);
+    if (l->multi == NULL || l->timer == NULL || l->deferred == NULL)
+        goto out;
+    curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
+    curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
+    curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
+    curl_multi_setopt(l->multi, CURLMOPT_TIMERDATA, l);
+    result = l;
+    l = NULL;
+out:
+    if (l != NULL)
+        loop_free(l);
+    else if (result == NULL)
+        curl_global_cleanup();
+    return result;
+}
+
+void
+loop_free(struct loop *l)
+{
+    if (l == NULL)
+        return;
+    while (l->calls != NULL)
+        call_free(l->calls);
+    if (l->multi != NULL)
+        curl_multi_cleanup(l->multi);
+    if (l->timer != NULL)
+        event_free(l->timer);
+    if (l->deferred != NULL)
+        event_free(l->deferred);
+    if (l->base != NULL)
+        event_base_free(l->base);
+    free(l);
+    curl_global_cleanup();
+}
+
+struct event_base *
+loop_base(struct loop *l)
+{
+    return l->base;
+}

@@ -1,0 +1,101 @@
+/*
+ * loop — the one event loop: a libevent event_base and the libcurl multi
+ * handle it drives.
+ *
+ * This is the only module that touches curl_multi_* or raw sockets. All
+ * HTTP in reapd (the Docker socket, containerd over HTTP/2, upstream) is a
+ * loop_http() call: it never blocks, and its callbacks run on the loop.
+ * The wiring follows the pattern of curl's multi-event.c / hiperfifo.c:
+ * libcurl tells us which sockets to watch and when its timer is due;
+ * finished transfers are removed only while draining curl_multi_info_read,
+ * never from inside a libcurl callback.
+ */
+#ifndef REAPD_LOOP_H
+#define REAPD_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct event_base;
+struct loop;
+struct http_call;
+
+/* NULL on failure (logged). */
+struct loop *loop_new(void);
+/* Cancels every call still in flight (no callbacks), then frees. */
+void loop_free(struct loop *l);
+struct event_base *loop_base(struct loop *l);
+
+/* Monotonic milliseconds (CLOCK_MONOTONIC). */
+uint64_t loop_now_ms(void);
+
+enum http_error {
+    HTTPC_OK = 0,        /* a response arrived (any status) */
+    HTTPC_ERR_CONNECT,   /* could not connect (engine down, no socket) */
+    HTTPC_ERR_TIMEOUT,   /* the per-request timeout passed */
+    HTTPC_ERR_TOO_LARGE, /* body larger than max_body */
+    HTTPC_ERR_ABORTED,   /* a data callback asked to stop */
+    HTTPC_ERR_OTHER,     /* anything else libcurl reports */
+};
+
+struct http_request {
+    const char *method; /* "GET" (default), "POST", "DELETE" */
+    const char *url;
+    const char *unix_socket; /* NULL: TCP */
+    const char *body;        /* copied; may be NULL */
+    size_t body_len;
+    const char *const *headers; /* "Name: value" lines, copied */
+    size_t nheaders;
+    long timeout_ms;         /* whole transfer; 0 = none (streams) */
+    long connect_timeout_ms; /* 0 = libcurl default */
+    size_t max_body;         /* buffered responses (0: 4 MiB) */
+    int http2_prior_knowledge;
+    /* TLS for https upstreams; NULL = system defaults. */
+    const char *ca_file;
+    const char *client_cert;
+    const char *client_key;
+};
+
+struct http_response {
+    enum http_error error;
+    const char *errmsg; /* libcurl's words when error != HTTPC_OK */
+    long status;        /* HTTP status, 0 if none */
+    const char *body;   /* buffered body (NUL-terminated); NULL when
+                           streaming through on_data */
+    size_t body_len;
+    /* Header and trailer lines as received, "name: value\0..." */
+    const char *const *header_lines;
+    size_t nheader_lines;
+};
+
+/* Status line and headers are in: `status` is known. */
+typedef void (*http_headers_cb)(long status, void *arg);
+/* Streaming body data; return 0 to go on, -1 to abort the transfer. */
+typedef int (*http_data_cb)(const char *buf, size_t len, void *arg);
+/* The call is over. `res` and everything in it is valid only during the
+ * callback; the call is freed right after, so drop your handle here. */
+typedef void (*http_done_cb)(const struct http_response *res, void *arg);
+
+/*
+ * Starts a request. `on_headers` and `on_data` may be NULL; without
+ * on_data the body is buffered (bounded by max_body) and handed to
+ * on_done. Returns a handle valid until on_done runs or loop_http_cancel
+ * is called, or NULL when the request could not be started (then no
+ * callback runs). Never blocks.
+ */
+struct http_call *loop_http(struct loop *l, const struct http_request *req,
+                            http_headers_cb on_headers, http_data_cb on_data,
+                            http_done_cb on_done, void *arg);
+
+/* Stops a call: none of its callbacks runs after this returns. Safe from
+ * any callback, including the call's own on_headers/on_data. */
+void loop_http_cancel(struct http_call *c);
+
+/* Value of header `name` (case-insensitive) in a response, or NULL. */
+const char *http_response_header(const struct http_response *res,
+                                 const char *name);
+
+/* Calls in flight (for metrics and tests). */
+size_t loop_http_active(const struct loop *l);
+
+#endif

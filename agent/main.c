@@ -1,0 +1,293 @@
+/*
+ * main — reapd's command line, startup and shutdown.
+ *
+ * Wires the modules together on one loop: config -> log -> loop -> docker
+ * -> reaper -> status, with SIGTERM/SIGINT for a clean stop and SIGHUP for
+ * a config reload. Exit codes: 0 clean stop, 1 fatal runtime error,
+ * 2 usage or config error.
+ */
+#include <errno.h>
+#include <event2/event.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "docker.h"
+#include "log.h"
+#include "loop.h"
+#include "reaper.h"
+#include "report.h"
+#include "status.h"
+
+#define DEFAULT_CONFIG "/etc/reapd/reapd.json"
+
+struct app {
+    const char *config_path; /* NULL: embedded default */
+    struct config *cfg;
+    bool log_level_forced, log_format_forced;
+    enum log_level log_level;
+    enum log_format log_format;
+    struct loop *loop;
+    struct reaper *reaper;
+};
+
+static void
+usage(FILE *f)
+{
+    fprintf(f,
+            "usage: reapd [-c FILE | --config FILE] [--check-config]\n"
+            "             [--log-level debug|info|warn|error]\n"
+            "             [--log-format text|json] [--version] [--help]\n"
+            "\n"
+            "Watches the Docker engine, settles the true exit code of each\n"
+            "container a policy covers, removes it, confirms removal and\n"
+            "reports it. Without -c, reads " DEFAULT_CONFIG " if it\n"
+            "exists, else runs on the embedded default.\n");
+}
+
+static void
+print_errors(const struct config_errors *errs)
+{
+    size_t i;
+
+    for (i = 0; i < errs->count; i++)
+        fprintf(stderr, "%s\n", errs->lines[i]);
+}
+
+/* Loads the config named on the command line (or the default). */
+static int
+load_config(const char *path, struct config **out)
+{
+    struct config_errors errs = {0};
+    int rc;
+
+    if (path == NULL) {
+        *out = config_default();
+        return *out != NULL ? 0 : -1;
+    }
+    rc = config_load(path, out, &errs);
+    if (rc != 0)
+        print_errors(&errs);
+    config_errors_clear(&errs);
+    return rc;
+}
+
+/* mkdir -p for the state directory. */
+static int
+make_dirs(const char *path)
+{
+    char buf[4096];
+    size_t i, n = strlen(path);
+
+    if (n == 0 || n >= sizeof(buf))
+        return -1;
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char saved = buf[i];
+
+            buf[i] = '\0';
+            if (mkdir(buf, 0750) != 0 && errno != EEXIST)
+                return -1;
+            buf[i] = saved;
+        }
+    }
+    return 0;
+}
+
+static void
+on_stop(evutil_socket_t sig, short what, void *arg)
+{
+    struct app *a = arg;
+
+    (void)what;
+    log_info(NULL, "signal %d: stopping", (int)sig);
+    event_base_loopexit(loop_base(a->loop), NULL);
+}
+
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    struct app *a = arg;
+    struct config *next = NULL;
+    struct config_errors errs = {0};
+    size_t i;
+
+    (void)sig;
+    (void)what;
+    if (a->config_path == NULL) {
+        log_info(NULL, "SIGHUP: running on the embedded default; nothing "
+                       "to reload");
+        return;
+    }
+    if (config_load(a->config_path, &next, &errs) != 0) {
+        for (i = 0; i < errs.count; i++)
+            log_error(NULL, "reload rejected: %s", errs.lines[i]);
+        log_error(NULL, "SIGHUP: %s is invalid; the old config stays in "
+                        "force",
+                  a->config_path);
+        config_errors_clear(&errs);
+        return;
+    }
+    if (strcmp(next->docker_socket, a->cfg->docker_socket) != 0 ||
+        strcmp(next->status_listen, a->cfg->status_listen) != 0 ||
+        strcmp(next->state_dir, a->cfg->state_dir) != 0)
+        log_warn(NULL, "SIGHUP: docker.socket, status.listen and state_dir "
+                       "take effect at the next start");
+    /* Records copied their policy when first tracked, so containers in
+     * flight keep the rules they started with; the old config can go. */
+    reaper_set_config(a->reaper, next);
+    config_free(a->cfg);
+    a->cfg = next;
+    if (!a->log_level_forced || !a->log_format_forced)
+        log_setup(a->log_level_forced ? a->log_level : next->log_level,
+                  a->log_format_forced ? a->log_format : next->log_format);
+    log_info(NULL, "SIGHUP: reloaded %s (%zu policies)", a->config_path,
+             next->policies.count);
+}
+
+int
+main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'},
+        {"check-config", no_argument, NULL, 'C'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"log-format", required_argument, NULL, 'f'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    struct app a;
+    bool check = false;
+    struct docker *docker = NULL;
+    struct report_log *rl = NULL;
+    struct status *status = NULL;
+    struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
+    int opt, result = 1;
+
+    memset(&a, 0, sizeof(a));
+    while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
+        switch (opt) {
+        case 'c':
+            a.config_path = optarg;
+            break;
+        case 'C':
+            check = true;
+            break;
+        case 'l':
+            if (log_level_parse(optarg, &a.log_level) != 0) {
+                fprintf(stderr, "reapd: bad --log-level \"%s\"\n", optarg);
+                return 2;
+            }
+            a.log_level_forced = true;
+            break;
+        case 'f':
+            if (log_format_parse(optarg, &a.log_format) != 0) {
+                fprintf(stderr, "reapd: bad --log-format \"%s\"\n", optarg);
+                return 2;
+            }
+            a.log_format_forced = true;
+            break;
+        case 'V':
+            printf("reapd %s\n", REAPD_VERSION);
+            return 0;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "reapd: unexpected argument \"%s\"\n", argv[optind]);
+        usage(stderr);
+        return 2;
+    }
+    if (a.config_path == NULL && access(DEFAULT_CONFIG, F_OK) == 0)
+        a.config_path = DEFAULT_CONFIG;
+    if (load_config(a.config_path, &a.cfg) != 0)
+        return 2;
+    if (check) {
+        printf("%s: OK\n", a.config_path ? a.config_path : "<default>");
+        config_free(a.cfg);
+        return 0;
+    }
+    log_setup(a.log_level_forced ? a.log_level : a.cfg->log_level,
+              a.log_format_forced ? a.log_format : a.cfg->log_format);
+    signal(SIGPIPE, SIG_IGN);
+
+    log_info(NULL, "reapd %s starting: node %s, config %s", REAPD_VERSION,
+             a.cfg->node, a.config_path ? a.config_path : "<default>");
+    if (make_dirs(a.cfg->state_dir) != 0) {
+        log_error(NULL, "cannot create state_dir %s: %s", a.cfg->state_dir,
+                  strerror(errno));
+        goto out;
+    }
+    rl = report_log_open(a.cfg->state_dir);
+    if (rl == NULL) {
+        log_error(NULL, "cannot open %s/reports.jsonl: %s",
+                  a.cfg->state_dir, strerror(errno));
+        goto out;
+    }
+    if (strcmp(a.cfg->containerd_socket, "off") == 0)
+        log_info(NULL, "mode: docker-only (containerd.socket is off): exit "
+                       "codes from inspect and die events, task_deleted "
+                       "null");
+    else
+        log_warn(NULL, "mode: docker-only: this build has no containerd "
+                       "channel yet; exit codes from inspect and die "
+                       "events, task_deleted null");
+
+    a.loop = loop_new();
+    if (a.loop == NULL)
+        goto out;
+    docker = docker_new(a.loop, a.cfg->docker_socket,
+                        (long)a.cfg->docker_request_timeout_ms,
+                        (long)a.cfg->docker_reconnect_max_ms);
+    if (docker == NULL)
+        goto out;
+    a.reaper = reaper_new(a.loop, docker, a.cfg, rl);
+    if (a.reaper == NULL)
+        goto out;
+    status = status_new(a.loop, a.cfg->status_listen, a.reaper);
+    if (status == NULL)
+        goto out;
+    sigterm = evsignal_new(loop_base(a.loop), SIGTERM, on_stop, &a);
+    sigint = evsignal_new(loop_base(a.loop), SIGINT, on_stop, &a);
+    sighup = evsignal_new(loop_base(a.loop), SIGHUP, on_hup, &a);
+    if (sigterm == NULL || sigint == NULL || sighup == NULL ||
+        event_add(sigterm, NULL) || event_add(sigint, NULL) ||
+        event_add(sighup, NULL))
+        goto out;
+    if (reaper_start(a.reaper) != 0)
+        goto out;
+    log_info(NULL, "watching %s", a.cfg->docker_socket);
+
+    if (event_base_dispatch(loop_base(a.loop)) != 0) {
+        log_error(NULL, "event loop failed");
+        goto out;
+    }
+    log_info(NULL, "stopped");
+    result = 0;
+out:
+    if (sigterm != NULL)
+        event_free(sigterm);
+    if (sigint != NULL)
+        event_free(sigint);
+    if (sighup != NULL)
+        event_free(sighup);
+    status_free(status);
+    reaper_free(a.reaper);
+    docker_free(docker);
+    loop_free(a.loop);
+    report_log_close(rl);
+    config_free(a.cfg);
+    return result;
+}

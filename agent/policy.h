@@ -1,0 +1,67 @@
+/*
+ * policy — which containers reapd acts on, and how.
+ *
+ * A policy set is an ordered list; the first policy whose match holds wins,
+ * else the default action applies. A match holds when every condition it
+ * gives holds: each label (exact value, or "*" for any value, the label
+ * must exist), the container name glob and the image glob (fnmatch(3)
+ * syntax; a leading "/" of Docker names is ignored).
+ */
+#ifndef REAPD_POLICY_H
+#define REAPD_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum policy_action { POLICY_IGNORE = 0, POLICY_KEEP, POLICY_REMOVE };
+
+struct label {
+    char *key;
+    char *value;
+};
+
+struct policy {
+    char *name;
+    struct label *match_labels; /* value "*" = any value */
+    size_t nmatch_labels;
+    char *match_name;  /* glob or NULL */
+    char *match_image; /* glob or NULL */
+    enum policy_action action;
+    int64_t delay_ms;
+    bool force;
+    bool remove_volumes;
+    bool reap_leaked_tasks;
+    bool report;
+};
+
+struct policy_set {
+    struct policy *items;
+    size_t count;
+    enum policy_action default_action;
+};
+
+/*
+ * The first matching policy, or NULL when none matches (then the set's
+ * default_action applies). `name` and `image` may be NULL (a glob on an
+ * absent field does not match). `labels` is not owned.
+ */
+const struct policy *policy_match(const struct policy_set *set,
+                                  const char *name, const char *image,
+                                  const struct label *labels, size_t nlabels);
+
+/* The action for a container: the match's, else the default. */
+enum policy_action policy_decide(const struct policy_set *set,
+                                 const char *name, const char *image,
+                                 const struct label *labels, size_t nlabels,
+                                 const struct policy **matched);
+
+const char *policy_action_name(enum policy_action a);
+/* "remove" | "keep" | "ignore" -> 0; else -1. */
+int policy_action_parse(const char *s, enum policy_action *out);
+
+/* Frees the contents of a policy / a set (not the set struct itself). */
+void policy_clear(struct policy *p);
+void policy_set_clear(struct policy_set *set);
+
+#endif

@@ -1,0 +1,1131 @@
+/*
+ * reaper — tracked containers, driven by the engine; see reaper.h.
+ *
+ * Three sources feed a record: the events stream, relists (after every
+ * (re)subscription) and the answers to its own engine calls. A container
+ * first heard of through an event is "discovering" until a list-by-id
+ * answer tells its labels, name and image (list reads the engine's
+ * in-memory view and does not wait on the container lock, unlike inspect);
+ * events that arrive meanwhile are queued and replayed, so nothing is
+ * decided on half the facts.
+ */
+#include "reaper.h"
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backoff.h"
+#include "config.h"
+#include "docker.h"
+#include "log.h"
+#include "loop.h"
+#include "report.h"
+
+#define MAX_PENDING   8
+#define MAX_TOMBSTONE 4096
+
+enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
+
+struct rec {
+    char id[65];
+    struct rec *hnext;
+    struct reaper *r;
+    enum rec_kind kind;
+
+    char *name;
+    char *image;
+    struct label *labels;
+    size_t nlabels;
+    char *policy; /* name of the policy that matched, or "default" */
+    bool force, volumes, report_on;
+
+    struct lc lc;
+    char *started_at;
+    char *finished_at;
+    int64_t die_nano; /* time of the last die event, for the report id */
+
+    struct docker_req *meta_req;
+    struct docker_req *inspect_req;
+    struct docker_req *delete_req;
+    unsigned meta_failures;
+    struct event *step, *warn, *giveup;
+
+    bool slot_queued, slot_held;
+    struct rec *qprev, *qnext;
+
+    uint64_t born_relist; /* relist generation when created */
+    struct lc_obs pend[MAX_PENDING];
+    size_t npend;
+};
+
+struct reaper {
+    struct loop *l;
+    struct docker *d;
+    const struct config *cfg;
+    struct report_log *rl;
+    uint32_t rnd;
+
+    struct rec **buckets;
+    size_t nbuckets;
+    size_t nrecs;
+
+    struct rec *qhead, *qtail; /* waiting for a removal slot */
+    size_t slots_used;
+    struct event *grant_ev;
+
+    /* Relists. */
+    struct docker_req *relist_req;
+    uint64_t relist_gen; /* bumped when a relist is sent */
+    bool relisted;       /* a relist completed since the last subscribe */
+    unsigned relist_failures;
+    struct event *relist_timer;
+    char (*tombs)[65]; /* destroyed while a relist was in flight */
+    size_t ntombs;
+
+    reaper_report_cb report_cb;
+    void *report_arg;
+    struct reaper_stats st;
+};
+
+static bool feed(struct rec *c, const struct lc_obs *o);
+static void forget(struct rec *c);
+
+/* ---- the table -------------------------------------------------------- */
+
+static size_t
+bucket_of(const struct reaper *r, const char *id)
+{
+    uint64_t h = 0;
+    int i;
+
+    /* Ids are random hex: their first 16 digits are a fine hash. */
+    for (i = 0; i < 16; i++) {
+        char ch = id[i];
+
+        h = (h << 4) | (uint64_t)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+    }
+    return (size_t)(h & (r->nbuckets - 1));
+}
+
+static struct rec *
+lookup(const struct reaper *r, const char *id)
+{
+    struct rec *c;
+
+    for (c = r->buckets[bucket_of(r, id)]; c != NULL; c = c->hnext)
+        if (memcmp(c->id, id, 64) == 0)
+            return c;
+    return NULL;
+}
+
+static void
+grow(struct reaper *r)
+{
+    size_t n = r->nbuckets * 2, i;
+    struct rec **nb = calloc(n, sizeof(*nb)), *c, *next;
+    struct rec **old = r->buckets;
+    size_t oldn = r->nbuckets;
+
+    if (nb == NULL)
+        return; /* longer chains, still correct */
+    r->buckets = nb;
+    r->nbuckets = n;
+    for (i = 0; i < oldn; i++) {
+        for (c = old[i]; c != NULL; c = next) {
+            size_t b = bucket_of(r, c->id);
+
+            next = c->hnext;
+            c->hnext = nb[b];
+            nb[b] = c;
+        }
+    }
+    free(old);
+}
+
+static struct rec *
+rec_new(struct reaper *r, const char *id)
+{
+    struct rec *c = calloc(1, sizeof(*c));
+    size_t b;
+
+    if (c == NULL) {
+        log_error(id, "out of memory tracking a container");
+        return NULL;
+    }
+    memcpy(c->id, id, 65);
+    c->r = r;
+    c->kind = R_DISCOVERING;
+    c->born_relist = r->relist_gen;
+    if (r->nrecs >= r->nbuckets)
+        grow(r);
+    b = bucket_of(r, id);
+    c->hnext = r->buckets[b];
+    r->buckets[b] = c;
+    r->nrecs++;
+    return c;
+}
+
+static void
+rec_unlink(struct rec *c)
+{
+    struct reaper *r = c->r;
+    struct rec **pp = &r->buckets[bucket_of(r, c->id)];
+
+    while (*pp != NULL && *pp != c)
+        pp = &(*pp)->hnext;
+    if (*pp == c)
+        *pp = c->hnext;
+    r->nrecs--;
+}
+
+static void
+free_meta(struct rec *c)
+{
+    size_t i;
+
+    for (i = 0; i < c->nlabels; i++) {
+        free(c->labels[i].key);
+        free(c->labels[i].value);
+    }
+    free(c->labels);
+    c->labels = NULL;
+    c->nlabels = 0;
+    free(c->name);
+    free(c->image);
+    c->name = c->image = NULL;
+}
+
+static void
+set_str(char **dst, const char *src)
+{
+    char *n = src != NULL ? strdup(src) : NULL;
+
+    if (src != NULL && n == NULL)
+        return; /* keep the old value rather than lose it */
+    free(*dst);
+    *dst = n;
+}
+
+/* Copies name, image and labels. Returns 0 or -1 (out of memory). */
+static int
+set_meta(struct rec *c, const char *name, const char *image,
+         const struct label *labels, size_t n)
+{
+    struct label *copy = NULL;
+    size_t i;
+
+    if (n > 0) {
+        copy = calloc(n, sizeof(*copy));
+        if (copy == NULL)
+            return -1;
+        for (i = 0; i < n; i++) {
+            copy[i].key = strdup(labels[i].key);
+            copy[i].value = strdup(labels[i].value);
+            if (copy[i].key == NULL || copy[i].value == NULL) {
+                for (; ; i--) {
+                    free(copy[i].key);
+                    free(copy[i].value);
+                    if (i == 0)
+                        break;
+                }
+                free(copy);
+                return -1;
+            }
+        }
+    }
+    free_meta(c);
+    c->labels = copy;
+    c->nlabels = n;
+    c->name = name != NULL ? strdup(name) : NULL;
+    c->image = image != NULL ? strdup(image) : NULL;
+    return 0;
+}
+
+/* ---- slots ------------------------------------------------------------ */
+
+static void
+queue_remove(struct rec *c)
+{
+    struct reaper *r = c->r;
+
+    if (!c->slot_queued)
+        return;
+    if (c->qprev != NULL)
+        c->qprev->qnext = c->qnext;
+    else
+        r->qhead = c->qnext;
+    if (c->qnext != NULL)
+        c->qnext->qprev = c->qprev;
+    else
+        r->qtail = c->qprev;
+    c->qprev = c->qnext = NULL;
+    c->slot_queued = false;
+}
+
+static void
+on_grant(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+    int64_t max = r->cfg->delete_max_in_flight;
+    struct lc_obs o;
+
+    (void)fd;
+    (void)what;
+    while (r->qhead != NULL && (int64_t)r->slots_used < max) {
+        struct rec *c = r->qhead;
+
+        queue_remove(c);
+        c->slot_held = true;
+        r->slots_used++;
+        memset(&o, 0, sizeof(o));
+        o.kind = OBS_SLOT;
+        feed(c, &o);
+    }
+}
+
+static void
+drop_slot(struct rec *c)
+{
+    struct reaper *r = c->r;
+
+    queue_remove(c);
+    if (c->slot_held) {
+        c->slot_held = false;
+        r->slots_used--;
+        event_active(r->grant_ev, EV_TIMEOUT, 0);
+    }
+}
+
+/* ---- engine calls ----------------------------------------------------- */
+
+static void
+on_inspect(enum docker_status st, const struct docker_container *dc,
+           const char *msg, void *arg)
+{
+    struct rec *c = arg;
+    struct lc_obs o;
+
+    c->inspect_req = NULL;
+    memset(&o, 0, sizeof(o));
+    switch (st) {
+    case DOCKER_OK:
+        o.kind = OBS_INSPECT;
+        o.inspect = dc->state;
+        set_str(&c->started_at, dc->started_at);
+        set_str(&c->finished_at, dc->finished_at);
+        break;
+    case DOCKER_NOT_FOUND:
+        o.kind = OBS_INSPECT_GONE;
+        break;
+    default:
+        log_warn(c->id, "%s", msg);
+        o.kind = OBS_INSPECT_FAILED;
+        break;
+    }
+    feed(c, &o);
+}
+
+static void
+on_delete(enum docker_status st, long status, const char *msg, void *arg)
+{
+    struct rec *c = arg;
+    struct reaper *r = c->r;
+    struct lc_obs o;
+
+    c->delete_req = NULL;
+    memset(&o, 0, sizeof(o));
+    switch (st) {
+    case DOCKER_OK:
+        o.kind = OBS_DELETE_DONE;
+        r->st.deletes_ok++;
+        break;
+    case DOCKER_NOT_FOUND:
+        o.kind = OBS_DELETE_GONE;
+        r->st.deletes_gone++;
+        break;
+    case DOCKER_CONFLICT:
+        log_info(c->id, "%s", msg);
+        o.kind = OBS_DELETE_CONFLICT;
+        r->st.deletes_conflict++;
+        break;
+    default:
+        log_warn(c->id, "%s", msg);
+        o.kind = OBS_DELETE_FAILED;
+        r->st.deletes_failed++;
+        break;
+    }
+    (void)status;
+    feed(c, &o);
+}
+
+/* ---- timers ----------------------------------------------------------- */
+
+static void
+on_timer(struct rec *c, enum lc_obs_kind kind)
+{
+    struct lc_obs o;
+
+    memset(&o, 0, sizeof(o));
+    o.kind = kind;
+    feed(c, &o);
+}
+
+static void
+on_step(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    on_timer(arg, OBS_TIMER_STEP);
+}
+
+static void
+on_warn(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    on_timer(arg, OBS_TIMER_WARN);
+}
+
+static void
+on_giveup(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    on_timer(arg, OBS_TIMER_GIVEUP);
+}
+
+static void
+arm(struct rec *c, struct event **ev, event_callback_fn fn, uint64_t ms)
+{
+    struct timeval tv;
+
+    if (*ev == NULL) {
+        *ev = evtimer_new(loop_base(c->r->l), fn, c);
+        if (*ev == NULL) {
+            log_error(c->id, "out of memory arming a timer");
+            return;
+        }
+    }
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    evtimer_add(*ev, &tv);
+}
+
+static void
+disarm(struct event *ev)
+{
+    if (ev != NULL)
+        evtimer_del(ev);
+}
+
+/* ---- reports ---------------------------------------------------------- */
+
+static void
+make_report(struct rec *c)
+{
+    struct reaper *r = c->r;
+    const struct lc *lc = &c->lc;
+    struct report rep;
+    const char *anomalies[16];
+    char now[40], key[40];
+    const char *exit_key;
+    char *json;
+    size_t len, n = 0;
+    uint32_t bit;
+
+    if (!c->report_on)
+        return;
+    memset(&rep, 0, sizeof(rep));
+    rep.node = r->cfg->node;
+    rep.container_id = c->id;
+    rep.name = c->name;
+    rep.image = c->image;
+    rep.labels = c->labels;
+    rep.nlabels = c->nlabels;
+    rep.policy = c->policy;
+    rep.action = policy_action_name(lc->p.action);
+    rep.exit_known = lc->exit_known;
+    rep.exit_code = lc->exit_code;
+    rep.exit_code_source = lc_source_name(lc->source);
+    rep.has_engine_exit_code = lc->die_has_code;
+    rep.engine_exit_code = lc->die_code;
+    rep.oom_killed = lc->oom_killed;
+    rep.started_at = c->started_at;
+    rep.finished_at = c->finished_at;
+    rep.removed = lc->removed;
+    rep.task_deleted = -1; /* no containerd channel in this build */
+    rep.cleanup_ms = lc->cleanup_ms;
+    rep.delete_attempts = lc->delete_attempts;
+    for (bit = 1; bit != 0 && n < 16; bit <<= 1)
+        if ((lc->anomalies & bit) && lc_anomaly_name(bit) != NULL)
+            anomalies[n++] = lc_anomaly_name(bit);
+    rep.anomalies = anomalies;
+    rep.nanomalies = n;
+    rep.removed_by = !lc->removed ? NULL
+                     : lc->removed_by_us ? "reapd"
+                                         : "other";
+    report_now_rfc3339(now, sizeof(now));
+    rep.reported_at = now;
+    if (c->finished_at != NULL) {
+        exit_key = c->finished_at;
+    } else if (c->die_nano != 0) {
+        snprintf(key, sizeof(key), "die:%lld", (long long)c->die_nano);
+        exit_key = key;
+    } else {
+        exit_key = "unknown";
+    }
+    report_make_id(&rep, exit_key);
+
+    json = report_to_json(&rep, &len);
+    if (json == NULL) {
+        r->st.report_errors++;
+        log_error(c->id, "out of memory making a report");
+        return;
+    }
+    if (r->rl != NULL && report_log_append(r->rl, json, len) != 0) {
+        r->st.report_errors++;
+        log_error(c->id, "cannot append the report to %s: %m",
+                  report_log_path(r->rl));
+    }
+    r->st.reports++;
+    if (lc->anomalies & LC_AN_EXIT_CODE_MISMATCH)
+        r->st.exit_code_mismatches++;
+    if (lc->anomalies & LC_AN_GAVE_UP)
+        r->st.gave_up++;
+    if (lc->exit_known)
+        log_info(c->id,
+                 "report %s: exit_code %d (%s), removed %s, cleanup %llu ms",
+                 rep.report_id, lc->exit_code, rep.exit_code_source,
+                 lc->removed ? "true" : "false",
+                 (unsigned long long)lc->cleanup_ms);
+    else
+        log_info(c->id, "report %s: exit code unknown, removed %s",
+                 rep.report_id, lc->removed ? "true" : "false");
+    if (r->report_cb != NULL)
+        r->report_cb(json, len, r->report_arg);
+    free(json);
+}
+
+/* ---- carrying out actions ---------------------------------------------- */
+
+/* Returns false when the record was freed. */
+static bool
+apply(struct rec *c, const struct lc_result *res)
+{
+    struct reaper *r = c->r;
+    size_t i;
+
+    if (res->from != res->to)
+        log_transition(c->id, lc_state_name(res->from),
+                       lc_state_name(res->to), res->reason);
+    else if (res->reason != NULL)
+        log_debug(c->id, "%s: %s", lc_state_name(res->to), res->reason);
+
+    for (i = 0; i < res->nacts; i++) {
+        const struct lc_act *a = &res->acts[i];
+
+        switch (a->kind) {
+        case ACT_INSPECT:
+            c->inspect_req = docker_inspect(r->d, c->id, on_inspect, c);
+            if (c->inspect_req == NULL) {
+                /* Not negotiated or out of memory: try again soon. */
+                c->lc.inspect_inflight = false;
+                arm(c, &c->step, on_step, 1000);
+            }
+            break;
+        case ACT_DELETE:
+            c->delete_req = docker_delete(r->d, c->id, c->force, c->volumes,
+                                          on_delete, c);
+            if (c->delete_req == NULL) {
+                c->lc.delete_inflight = false;
+                arm(c, &c->step, on_step, 1000);
+            }
+            break;
+        case ACT_STEP_TIMER:
+            arm(c, &c->step, on_step, a->ms);
+            break;
+        case ACT_STEP_CANCEL:
+            disarm(c->step);
+            break;
+        case ACT_DEADLINES:
+            if (a->ms > 0)
+                arm(c, &c->warn, on_warn, a->ms);
+            if (a->ms2 > 0)
+                arm(c, &c->giveup, on_giveup, a->ms2);
+            break;
+        case ACT_DEADLINES_CANCEL:
+            disarm(c->warn);
+            disarm(c->giveup);
+            break;
+        case ACT_WANT_SLOT:
+            if (!c->slot_queued && !c->slot_held) {
+                c->slot_queued = true;
+                c->qprev = r->qtail;
+                if (r->qtail != NULL)
+                    r->qtail->qnext = c;
+                else
+                    r->qhead = c;
+                r->qtail = c;
+                event_active(r->grant_ev, EV_TIMEOUT, 0);
+            }
+            break;
+        case ACT_DROP_SLOT:
+            drop_slot(c);
+            break;
+        case ACT_WARN:
+            r->st.cleanup_slow++;
+            log_warn(c->id,
+                     "cleanup still not confirmed after %lld ms (state %s); "
+                     "still waiting",
+                     (long long)c->lc.p.warn_after_ms,
+                     lc_state_name(c->lc.state));
+            break;
+        case ACT_REPORT:
+            make_report(c);
+            break;
+        case ACT_FORGET:
+            forget(c);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Returns false when the record was freed. */
+static bool
+feed(struct rec *c, const struct lc_obs *obs)
+{
+    struct reaper *r = c->r;
+    struct lc_result res;
+    struct lc_obs o = *obs;
+
+    if (c->kind == R_IGNORED)
+        return true;
+    if (c->kind == R_DISCOVERING) {
+        if (c->npend < MAX_PENDING)
+            c->pend[c->npend++] = o;
+        else
+            log_warn(c->id, "too many events before its labels were known;"
+                            " the relist will reconcile");
+        return true;
+    }
+    o.now_ms = loop_now_ms();
+    o.rnd = backoff_rand(&r->rnd);
+    lc_step(&c->lc, &o, &res);
+    return apply(c, &res);
+}
+
+static void
+forget(struct rec *c)
+{
+    docker_cancel(c->meta_req);
+    docker_cancel(c->inspect_req);
+    docker_cancel(c->delete_req);
+    drop_slot(c);
+    if (c->step != NULL)
+        event_free(c->step);
+    if (c->warn != NULL)
+        event_free(c->warn);
+    if (c->giveup != NULL)
+        event_free(c->giveup);
+    rec_unlink(c);
+    free_meta(c);
+    free(c->policy);
+    free(c->started_at);
+    free(c->finished_at);
+    free(c);
+}
+
+/* ---- deciding the policy ------------------------------------------------ */
+
+/* Metadata known: choose the policy and start the lifecycle. */
+static void
+decide(struct rec *c, bool found, const struct lc_inspect *state)
+{
+    struct reaper *r = c->r;
+    const struct config *cfg = r->cfg;
+    const struct policy *p = NULL;
+    enum policy_action a;
+    struct lc_params lp;
+    struct lc_obs pend[MAX_PENDING], o;
+    size_t npend = c->npend, i;
+
+    a = policy_decide(&cfg->policies, c->name, c->image, c->labels,
+                      c->nlabels, &p);
+    if (a == POLICY_IGNORE) {
+        c->kind = R_IGNORED;
+        c->npend = 0;
+        free_meta(c); /* an ignored record is just its id */
+        return;
+    }
+    c->kind = R_MANAGED;
+    c->policy = strdup(p != NULL ? p->name : "default");
+    c->force = p != NULL ? p->force : true;
+    c->volumes = p != NULL ? p->remove_volumes : false;
+    c->report_on = p != NULL ? p->report : true;
+    memset(&lp, 0, sizeof(lp));
+    lp.action = a;
+    lp.delay_ms = p != NULL ? p->delay_ms : 0;
+    lp.poll_interval_ms = cfg->delete_poll_interval_ms;
+    lp.warn_after_ms = cfg->delete_warn_after_ms;
+    lp.give_up_after_ms = cfg->delete_give_up_after_ms;
+    lp.retry_base_ms = cfg->delete_retry_base_ms;
+    lp.retry_max_ms = cfg->delete_retry_max_ms;
+    lc_init(&c->lc, &lp);
+    log_info(c->id, "tracking %s (image %s) under policy \"%s\": %s",
+             c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
+             policy_action_name(a));
+
+    memcpy(pend, c->pend, sizeof(pend));
+    c->npend = 0;
+    for (i = 0; i < npend; i++)
+        if (!feed(c, &pend[i]))
+            return; /* forgotten (e.g. destroyed before it ran) */
+    memset(&o, 0, sizeof(o));
+    if (found) {
+        o.kind = OBS_FOUND;
+        o.inspect = *state;
+    } else {
+        o.kind = OBS_ABSENT;
+    }
+    feed(c, &o);
+}
+
+static void meta_fetch(struct rec *c);
+
+static void
+on_meta_step(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    meta_fetch(arg);
+}
+
+static void
+on_meta(enum docker_status st, const struct docker_container *cs, size_t n,
+        const char *msg, void *arg)
+{
+    struct rec *c = arg;
+    size_t i;
+
+    c->meta_req = NULL;
+    if (st != DOCKER_OK) {
+        c->meta_failures++;
+        log_warn(c->id, "%s; retrying", msg);
+        arm(c, &c->step, on_meta_step,
+            backoff_delay_ms(c->meta_failures, 250, 10000,
+                             backoff_rand(&c->r->rnd)));
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        if (strcmp(cs[i].id, c->id) == 0) {
+            if (set_meta(c, cs[i].name, cs[i].image, cs[i].labels,
+                         cs[i].nlabels) != 0)
+                log_error(c->id, "out of memory copying labels");
+            decide(c, true, &cs[i].state);
+            return;
+        }
+    }
+    /* Gone already: decide on what its events said. */
+    decide(c, false, NULL);
+}
+
+static void
+meta_fetch(struct rec *c)
+{
+    c->meta_req = docker_list(c->r->d, c->id, on_meta, c);
+    if (c->meta_req == NULL)
+        arm(c, &c->step, on_meta_step, 1000);
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static bool
+is_meta_attr(const char *k)
+{
+    return strcmp(k, "name") == 0 || strcmp(k, "image") == 0 ||
+           strcmp(k, "exitCode") == 0 || strcmp(k, "signal") == 0 ||
+           strcmp(k, "execID") == 0 || strcmp(k, "execDuration") == 0;
+}
+
+/* Until list answers, the event's attributes are the best guess of the
+ * labels (the engine merges labels with a few fields of its own). */
+static void
+meta_from_event(struct rec *c, const struct docker_event *ev)
+{
+    struct label labels[64];
+    size_t i, n = 0;
+
+    for (i = 0; i < ev->nattrs && n < 64; i++) {
+        if (is_meta_attr(ev->attrs[i].key))
+            continue;
+        labels[n].key = (char *)ev->attrs[i].key;
+        labels[n].value = (char *)ev->attrs[i].value;
+        n++;
+    }
+    if (set_meta(c, ev->name, ev->image, labels, n) != 0)
+        log_error(c->id, "out of memory copying labels");
+}
+
+static void
+tombstone(struct reaper *r, const char *id)
+{
+    if (r->relist_req == NULL || r->ntombs >= MAX_TOMBSTONE)
+        return;
+    memcpy(r->tombs[r->ntombs++], id, 65);
+}
+
+static bool
+is_tombstoned(const struct reaper *r, const char *id)
+{
+    size_t i;
+
+    for (i = 0; i < r->ntombs; i++)
+        if (memcmp(r->tombs[i], id, 64) == 0)
+            return true;
+    return false;
+}
+
+static void
+on_event(const struct docker_event *ev, void *arg)
+{
+    struct reaper *r = arg;
+    struct rec *c;
+    struct lc_obs o;
+
+    r->st.events++;
+    memset(&o, 0, sizeof(o));
+    switch (ev->action) {
+    case EV_START:
+    case EV_RESTART:
+        o.kind = OBS_EVENT_START;
+        break;
+    case EV_DIE:
+        o.kind = OBS_EVENT_DIE;
+        o.has_exit_code = ev->has_exit_code;
+        o.exit_code = ev->exit_code;
+        break;
+    case EV_DESTROY:
+        o.kind = OBS_EVENT_DESTROY;
+        tombstone(r, ev->id);
+        break;
+    case EV_CREATE:
+    case EV_RENAME:
+        o.kind = OBS_NKINDS; /* metadata only */
+        break;
+    default:
+        return;
+    }
+    c = lookup(r, ev->id);
+    if (c == NULL) {
+        if (ev->action == EV_DESTROY)
+            return;
+        c = rec_new(r, ev->id);
+        if (c == NULL)
+            return;
+        meta_from_event(c, ev);
+        meta_fetch(c);
+    } else if (c->kind == R_IGNORED) {
+        if (ev->action == EV_DESTROY)
+            forget(c);
+        return;
+    }
+    if (ev->action == EV_RENAME && ev->name != NULL)
+        set_str(&c->name, ev->name);
+    if (ev->action == EV_DIE)
+        c->die_nano = ev->time_nano;
+    if (o.kind != OBS_NKINDS)
+        feed(c, &o);
+}
+
+/* ---- relists ---------------------------------------------------------- */
+
+static void relist(struct reaper *r);
+
+static void
+on_relist_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    relist(arg);
+}
+
+static void
+on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
+          const char *msg, void *arg)
+{
+    struct reaper *r = arg;
+    uint64_t gen = r->relist_gen;
+    struct rec **absent = NULL;
+    size_t i, b, nabsent = 0;
+    struct lc_obs o;
+    struct timeval tv;
+
+    r->relist_req = NULL;
+    if (st != DOCKER_OK) {
+        uint64_t ms = backoff_delay_ms(++r->relist_failures, 250,
+                                       (uint64_t)r->cfg->docker_reconnect_max_ms,
+                                       backoff_rand(&r->rnd));
+
+        log_warn(NULL, "relist failed: %s; retrying in %llu ms", msg,
+                 (unsigned long long)ms);
+        tv.tv_sec = (time_t)(ms / 1000);
+        tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+        evtimer_add(r->relist_timer, &tv);
+        r->ntombs = 0;
+        return;
+    }
+    r->relist_failures = 0;
+    r->st.relists++;
+
+    /* Mark who is listed, by visiting each entry. */
+    for (i = 0; i < n; i++) {
+        struct rec *c;
+
+        if (is_tombstoned(r, cs[i].id))
+            continue; /* destroyed after the snapshot was taken */
+        c = lookup(r, cs[i].id);
+        if (c == NULL) {
+            c = rec_new(r, cs[i].id);
+            if (c == NULL)
+                continue;
+            if (set_meta(c, cs[i].name, cs[i].image, cs[i].labels,
+                         cs[i].nlabels) != 0)
+                log_error(c->id, "out of memory copying labels");
+            decide(c, true, &cs[i].state);
+            continue;
+        }
+        c->born_relist = gen + 1; /* listed: not absent */
+        if (c->kind == R_DISCOVERING) {
+            docker_cancel(c->meta_req);
+            c->meta_req = NULL;
+            disarm(c->step);
+            if (set_meta(c, cs[i].name, cs[i].image, cs[i].labels,
+                         cs[i].nlabels) != 0)
+                log_error(c->id, "out of memory copying labels");
+            decide(c, true, &cs[i].state);
+        } else if (c->kind == R_MANAGED) {
+            memset(&o, 0, sizeof(o));
+            o.kind = OBS_FOUND;
+            o.inspect = cs[i].state;
+            feed(c, &o);
+        }
+    }
+    /* Records known before this relist was sent and not listed: gone. */
+    absent = calloc(r->nrecs ? r->nrecs : 1, sizeof(*absent));
+    if (absent != NULL) {
+        for (b = 0; b < r->nbuckets; b++) {
+            struct rec *c;
+
+            for (c = r->buckets[b]; c != NULL; c = c->hnext)
+                if (c->born_relist < gen && c->kind != R_DISCOVERING)
+                    absent[nabsent++] = c;
+        }
+        for (i = 0; i < nabsent; i++) {
+            struct rec *c = absent[i];
+
+            if (c->kind == R_IGNORED) {
+                forget(c);
+                continue;
+            }
+            memset(&o, 0, sizeof(o));
+            o.kind = OBS_ABSENT;
+            feed(c, &o);
+        }
+        free(absent);
+    }
+    /* Everyone still here is now "before" the next relist. */
+    for (b = 0; b < r->nbuckets; b++) {
+        struct rec *c;
+
+        for (c = r->buckets[b]; c != NULL; c = c->hnext)
+            if (c->born_relist > gen)
+                c->born_relist = gen;
+    }
+    r->ntombs = 0;
+    if (!r->relisted)
+        log_info(NULL, "reconciled with the engine: %zu containers listed, "
+                       "%zu tracked",
+                 n, r->nrecs);
+    r->relisted = true;
+}
+
+static void
+relist(struct reaper *r)
+{
+    if (r->relist_req != NULL) {
+        docker_cancel(r->relist_req);
+        r->relist_req = NULL;
+    }
+    r->ntombs = 0;
+    r->relist_gen++;
+    r->relist_req = docker_list(r->d, NULL, on_relist, r);
+    if (r->relist_req == NULL) {
+        struct timeval tv = {1, 0};
+
+        evtimer_add(r->relist_timer, &tv);
+    }
+}
+
+static void
+on_subscribed(void *arg)
+{
+    struct reaper *r = arg;
+
+    log_info(NULL, "docker events: subscribed (API %s); relisting",
+             docker_api_version(r->d));
+    r->relisted = false;
+    evtimer_del(r->relist_timer);
+    relist(r);
+}
+
+static void
+on_lost(const char *why, uint64_t retry_ms, void *arg)
+{
+    struct reaper *r = arg;
+
+    r->relisted = false;
+    log_warn(NULL, "%s; reconnecting in %llu ms", why,
+             (unsigned long long)retry_ms);
+}
+
+/* ---- public ----------------------------------------------------------- */
+
+struct reaper *
+reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
+           struct report_log *rl)
+{
+    struct reaper *r = calloc(1, sizeof(*r));
+
+    if (r == NULL)
+        return NULL;
+    r->l = l;
+    r->d = d;
+    r->cfg = cfg;
+    r->rl = rl;
+    r->rnd = (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 8) ^ 7u;
+    r->nbuckets = 256;
+    r->buckets = calloc(r->nbuckets, sizeof(*r->buckets));
+    r->tombs = calloc(MAX_TOMBSTONE, sizeof(*r->tombs));
+    r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
+    r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
+    if (r->buckets == NULL || r->tombs == NULL || r->grant_ev == NULL ||
+        r->relist_timer == NULL) {
+        reaper_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void
+reaper_free(struct reaper *r)
+{
+    size_t b;
+
+    if (r == NULL)
+        return;
+    docker_cancel(r->relist_req);
+    if (r->buckets != NULL) {
+        for (b = 0; b < r->nbuckets; b++)
+            while (r->buckets[b] != NULL)
+                forget(r->buckets[b]);
+    }
+    if (r->grant_ev != NULL)
+        event_free(r->grant_ev);
+    if (r->relist_timer != NULL)
+        event_free(r->relist_timer);
+    free(r->buckets);
+    free(r->tombs);
+    free(r);
+}
+
+void
+reaper_set_config(struct reaper *r, const struct config *cfg)
+{
+    r->cfg = cfg;
+    /* max_in_flight may have grown. */
+    event_active(r->grant_ev, EV_TIMEOUT, 0);
+}
+
+int
+reaper_start(struct reaper *r)
+{
+    static const struct docker_watch_cbs cbs = {
+        .on_subscribed = on_subscribed,
+        .on_event = on_event,
+        .on_lost = on_lost,
+    };
+
+    return docker_watch_start(r->d, &cbs, r, 0);
+}
+
+bool
+reaper_ready(const struct reaper *r, const char **why)
+{
+    const char *w = NULL;
+
+    if (!docker_watch_connected(r->d))
+        w = "docker event stream not connected";
+    else if (!r->relisted)
+        w = "first reconcile with the engine not done";
+    if (why != NULL)
+        *why = w;
+    return w == NULL;
+}
+
+void
+reaper_stats(const struct reaper *r, struct reaper_stats *out)
+{
+    size_t b;
+    struct rec *c;
+
+    *out = r->st;
+    out->tracked = out->ignored = 0;
+    memset(out->by_state, 0, sizeof(out->by_state));
+    for (b = 0; b < r->nbuckets; b++) {
+        for (c = r->buckets[b]; c != NULL; c = c->hnext) {
+            if (c->kind == R_IGNORED) {
+                out->ignored++;
+            } else if (c->kind == R_MANAGED) {
+                out->tracked++;
+                out->by_state[c->lc.state]++;
+            }
+        }
+    }
+    out->slots_used = r->slots_used;
+    out->slots_waiting = 0;
+    for (c = r->qhead; c != NULL; c = c->qnext)
+        out->slots_waiting++;
+}
+
+void
+reaper_foreach(const struct reaper *r, reaper_visit_cb cb, void *arg)
+{
+    size_t b;
+    struct rec *c;
+    struct reaper_view v;
+
+    for (b = 0; b < r->nbuckets; b++) {
+        for (c = r->buckets[b]; c != NULL; c = c->hnext) {
+            if (c->kind != R_MANAGED)
+                continue;
+            v.id = c->id;
+            v.name = c->name;
+            v.image = c->image;
+            v.policy = c->policy;
+            v.state = c->lc.state;
+            v.lc = &c->lc;
+            cb(&v, arg);
+        }
+    }
+}
+
+void
+reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg)
+{
+    r->report_cb = cb;
+    r->report_arg = arg;
+}

@@ -1,0 +1,87 @@
+/*
+ * reaper — the table of tracked containers, fed by the engine.
+ *
+ * It turns what the docker adapter sees (events, list and inspect answers,
+ * DELETE results) and its own timers into lifecycle observations, and
+ * carries out the actions the lifecycle returns: engine calls, timers,
+ * removal slots (delete.max_in_flight), reports. It holds no product rule
+ * itself; those live in lifecycle.c.
+ *
+ * A record is freed only when the lifecycle says so, and then its pending
+ * engine calls and timers are cancelled first, so no callback ever finds
+ * a freed record.
+ */
+#ifndef REAPD_REAPER_H
+#define REAPD_REAPER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lifecycle.h"
+
+struct loop;
+struct docker;
+struct config;
+struct report_log;
+struct reaper;
+
+/* Counters for metrics and tests. */
+struct reaper_stats {
+    uint64_t events;
+    uint64_t relists;
+    uint64_t reports;
+    uint64_t report_errors;
+    uint64_t deletes_ok;
+    uint64_t deletes_failed;
+    uint64_t deletes_conflict;
+    uint64_t deletes_gone;
+    uint64_t exit_code_mismatches;
+    uint64_t cleanup_slow;
+    uint64_t gave_up;
+    size_t tracked;
+    size_t ignored;
+    size_t by_state[LC_NSTATES];
+    size_t slots_used;
+    size_t slots_waiting;
+};
+
+/*
+ * Borrowed, not owned: `l`, `d`, `cfg` and `rl` must outlive the reaper.
+ * Returns NULL on allocation failure.
+ */
+struct reaper *reaper_new(struct loop *l, struct docker *d,
+                          const struct config *cfg, struct report_log *rl);
+/* Cancels all pending work and frees every record. */
+void reaper_free(struct reaper *r);
+
+/* Swaps the config (SIGHUP). Records already tracked keep the policy they
+ * were given; new ones get the new policies. `cfg` is borrowed. */
+void reaper_set_config(struct reaper *r, const struct config *cfg);
+
+/* Subscribes to the engine's events and starts reconciling. */
+int reaper_start(struct reaper *r);
+
+/* Ready: stream open and the relist after it done. When not ready, `why`
+ * (may be NULL) gets a static reason. */
+bool reaper_ready(const struct reaper *r, const char **why);
+
+void reaper_stats(const struct reaper *r, struct reaper_stats *out);
+
+/* Visits each tracked (non-ignored) container; for the status endpoint. */
+struct reaper_view {
+    const char *id;
+    const char *name;
+    const char *image;
+    const char *policy;
+    enum lc_state state;
+    const struct lc *lc;
+};
+typedef void (*reaper_visit_cb)(const struct reaper_view *v, void *arg);
+void reaper_foreach(const struct reaper *r, reaper_visit_cb cb, void *arg);
+
+/* Called after each report is written; for tests and delivery. */
+typedef void (*reaper_report_cb)(const char *json, size_t len, void *arg);
+void reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg);
+
+#endif

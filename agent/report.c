@@ -1,0 +1,234 @@
+/*
+ * report — report JSON (with yajl_gen, so escaping is never ours to get
+ * wrong) and the reports.jsonl appender; see report.h.
+ */
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <yajl/yajl_gen.h>
+
+struct report_log {
+    int fd;
+    char *path;
+};
+
+/* FNV-1a, 64 bit, continued from `h`. */
+static uint64_t
+fnv64(uint64_t h, const char *s)
+{
+    for (; s != NULL && *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ull;
+    }
+    h ^= 0xff; /* field separator, so ("ab","c") != ("a","bc") */
+    h *= 0x100000001b3ull;
+    return h;
+}
+
+void
+report_make_id(struct report *r, const char *exit_key)
+{
+    /* Two independent 64-bit hashes: 128 bits, enough for a fleet. */
+    uint64_t a = 0xcbf29ce484222325ull, b = 0x84222325cbf29ce4ull;
+
+    a = fnv64(fnv64(fnv64(a, r->node), r->container_id), exit_key);
+    b = fnv64(fnv64(fnv64(b, exit_key), r->container_id), r->node);
+    snprintf(r->report_id, sizeof(r->report_id), "%016llx%016llx",
+             (unsigned long long)a, (unsigned long long)b);
+}
+
+void
+report_now_rfc3339(char *buf, size_t len)
+{
+    struct timespec ts;
+    struct tm tm;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    snprintf(buf, len, "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour,
+             tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
+}
+
+static void
+gen_str(yajl_gen g, const char *s)
+{
+    yajl_gen_string(g, (const unsigned char *)s, strlen(s));
+}
+
+static void
+gen_key_str(yajl_gen g, const char *k, const char *v)
+{
+    gen_str(g, k);
+    if (v != NULL)
+        gen_str(g, v);
+    else
+        yajl_gen_null(g);
+}
+
+static void
+gen_key_int(yajl_gen g, const char *k, bool has, long long v)
+{
+    gen_str(g, k);
+    if (has)
+        yajl_gen_integer(g, v);
+    else
+        yajl_gen_null(g);
+}
+
+static void
+gen_key_bool(yajl_gen g, const char *k, bool v)
+{
+    gen_str(g, k);
+    yajl_gen_bool(g, v);
+}
+
+char *
+report_to_json(const struct report *r, size_t *len)
+{
+    yajl_gen g;
+    const unsigned char *buf;
+    size_t n, i;
+    char *out = NULL;
+
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL)
+        return NULL;
+    yajl_gen_map_open(g);
+    gen_key_str(g, "report_id", r->report_id);
+    gen_key_str(g, "node", r->node);
+    gen_key_str(g, "container_id", r->container_id);
+    gen_key_str(g, "name", r->name);
+    gen_key_str(g, "image", r->image);
+    gen_str(g, "labels");
+    yajl_gen_map_open(g);
+    for (i = 0; i < r->nlabels; i++)
+        gen_key_str(g, r->labels[i].key, r->labels[i].value);
+    yajl_gen_map_close(g);
+    gen_key_str(g, "policy", r->policy);
+    gen_key_str(g, "action", r->action);
+    gen_key_int(g, "exit_code", r->exit_known, r->exit_code);
+    gen_key_str(g, "exit_code_source",
+                r->exit_known ? r->exit_code_source : NULL);
+    gen_key_int(g, "engine_exit_code", r->has_engine_exit_code,
+                r->engine_exit_code);
+    gen_key_bool(g, "oom_killed", r->oom_killed);
+    gen_key_str(g, "started_at", r->started_at);
+    gen_key_str(g, "finished_at", r->finished_at);
+    gen_key_bool(g, "removed", r->removed);
+    gen_str(g, "task_deleted");
+    if (r->task_deleted < 0)
+        yajl_gen_null(g);
+    else
+        yajl_gen_bool(g, r->task_deleted != 0);
+    gen_key_int(g, "cleanup_ms", true, (long long)r->cleanup_ms);
+    gen_key_int(g, "delete_attempts", true, r->delete_attempts);
+    gen_str(g, "anomalies");
+    yajl_gen_array_open(g);
+    for (i = 0; i < r->nanomalies; i++)
+        gen_str(g, r->anomalies[i]);
+    yajl_gen_array_close(g);
+    gen_key_str(g, "removed_by", r->removed_by);
+    gen_key_str(g, "reported_at", r->reported_at);
+    yajl_gen_map_close(g);
+
+    if (yajl_gen_get_buf(g, &buf, &n) == yajl_gen_status_ok) {
+        out = malloc(n + 1);
+        if (out != NULL) {
+            memcpy(out, buf, n);
+            out[n] = '\0';
+            *len = n;
+        }
+    }
+    yajl_gen_free(g);
+    return out;
+}
+
+struct report_log *
+report_log_open(const char *dir)
+{
+    struct report_log *rl = NULL;
+    size_t n = strlen(dir) + sizeof("/reports.jsonl");
+
+    rl = calloc(1, sizeof(*rl));
+    if (rl == NULL)
+        return NULL;
+    rl->path = malloc(n);
+    if (rl->path == NULL) {
+        free(rl);
+        return NULL;
+    }
+    snprintf(rl->path, n, "%s/reports.jsonl", dir);
+    rl->fd = open(rl->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (rl->fd < 0) {
+        int e = errno;
+
+        free(rl->path);
+        free(rl);
+        errno = e;
+        return NULL;
+    }
+    return rl;
+}
+
+void
+report_log_close(struct report_log *rl)
+{
+    if (rl == NULL)
+        return;
+    close(rl->fd);
+    free(rl->path);
+    free(rl);
+}
+
+const char *
+report_log_path(const struct report_log *rl)
+{
+    return rl->path;
+}
+
+int
+report_log_append(struct report_log *rl, const char *json, size_t len)
+{
+    struct stat st;
+    char *line;
+    ssize_t w;
+    int result = -1, e = 0;
+
+    line = malloc(len + 1);
+    if (line == NULL)
+        return -1;
+    memcpy(line, json, len);
+    line[len] = '\n';
+    if (fstat(rl->fd, &st) != 0) {
+        e = errno;
+        goto out;
+    }
+    do {
+        w = write(rl->fd, line, len + 1);
+    } while (w < 0 && errno == EINTR);
+    if (w != (ssize_t)(len + 1)) {
+        e = w < 0 ? errno : ENOSPC;
+        /* Cut a partial line off, so the file holds whole lines only. */
+        if (w > 0 && ftruncate(rl->fd, st.st_size) != 0)
+            e = errno;
+        goto out;
+    }
+    if (fdatasync(rl->fd) != 0) {
+        e = errno;
+        goto out;
+    }
+    result = 0;
+out:
+    free(line);
+    if (result != 0)
+        errno = e;
+    return result;
+}

@@ -1,0 +1,406 @@
+/*
+ * status — the HTTP status endpoint; see status.h.
+ *
+ * Answers are built with yajl_gen into an evbuffer and sent in one go.
+ * Nothing here can change reapd's state: the endpoint only reads.
+ */
+#include "status.h"
+
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <yajl/yajl_gen.h>
+
+#include "docker.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "loop.h"
+#include "reaper.h"
+
+#define MAX_HEADERS_SIZE 8192
+#define MAX_BODY_SIZE    1024
+#define REQUEST_TIMEOUT  10
+
+struct status {
+    struct evhttp *http;
+    struct reaper *reaper;
+    char *unix_path;
+};
+
+static void
+send_json(struct evhttp_request *req, int code, const char *reason,
+          yajl_gen g)
+{
+    struct evbuffer *buf = evbuffer_new();
+    const unsigned char *out;
+    size_t len;
+
+    if (buf == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    yajl_gen_get_buf(g, &out, &len);
+    evbuffer_add(buf, out, len);
+    evbuffer_add(buf, "\n", 1);
+    evhttp_add_header(evhttp_request_get_output_headers(req),
+                      "Content-Type", "application/json");
+    evhttp_send_reply(req, code, reason, buf);
+    evbuffer_free(buf);
+}
+
+static void
+gstr(yajl_gen g, const char *s)
+{
+    if (s == NULL)
+        yajl_gen_null(g);
+    else
+        yajl_gen_string(g, (const unsigned char *)s, strlen(s));
+}
+
+static void
+send_error(struct evhttp_request *req, int code, const char *reason,
+           const char *msg)
+{
+    yajl_gen g = yajl_gen_alloc(NULL);
+
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    yajl_gen_map_open(g);
+    gstr(g, "error");
+    gstr(g, msg);
+    yajl_gen_map_close(g);
+    send_json(req, code, reason, g);
+    yajl_gen_free(g);
+}
+
+static void
+serve_readyz(struct status *s, struct evhttp_request *req)
+{
+    const char *why = NULL;
+    bool ready = reaper_ready(s->reaper, &why);
+    yajl_gen g = yajl_gen_alloc(NULL);
+
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    yajl_gen_map_open(g);
+    gstr(g, "ready");
+    yajl_gen_bool(g, ready);
+    if (!ready) {
+        gstr(g, "reason");
+        gstr(g, why);
+    }
+    yajl_gen_map_close(g);
+    send_json(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable",
+              g);
+    yajl_gen_free(g);
+}
+
+static void
+gen_container(yajl_gen g, const struct reaper_view *v)
+{
+    const struct lc *lc = v->lc;
+
+    yajl_gen_map_open(g);
+    gstr(g, "container_id");
+    gstr(g, v->id);
+    gstr(g, "name");
+    gstr(g, v->name);
+    gstr(g, "image");
+    gstr(g, v->image);
+    gstr(g, "policy");
+    gstr(g, v->policy);
+    gstr(g, "state");
+    gstr(g, lc_state_name(v->state));
+    gstr(g, "exit_code");
+    if (lc->exit_known)
+        yajl_gen_integer(g, lc->exit_code);
+    else
+        yajl_gen_null(g);
+    gstr(g, "exit_code_source");
+    gstr(g, lc_source_name(lc->source));
+    gstr(g, "engine_exit_code");
+    if (lc->die_has_code)
+        yajl_gen_integer(g, lc->die_code);
+    else
+        yajl_gen_null(g);
+    gstr(g, "destroy_seen");
+    yajl_gen_bool(g, lc->destroy_seen);
+    gstr(g, "gone_polled");
+    yajl_gen_bool(g, lc->gone_polled);
+    gstr(g, "delete_attempts");
+    yajl_gen_integer(g, lc->delete_attempts);
+    yajl_gen_map_close(g);
+}
+
+struct find {
+    yajl_gen g;
+    const char *id;
+    int found;
+};
+
+static void
+visit(const struct reaper_view *v, void *arg)
+{
+    struct find *f = arg;
+
+    if (f->id != NULL && strcmp(f->id, v->id) != 0)
+        return;
+    f->found++;
+    gen_container(f->g, v);
+}
+
+static void
+serve_containers(struct status *s, struct evhttp_request *req,
+                 const char *id)
+{
+    struct find f = {.id = id};
+
+    f.g = yajl_gen_alloc(NULL);
+    if (f.g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    if (id == NULL) {
+        yajl_gen_map_open(f.g);
+        gstr(f.g, "containers");
+        yajl_gen_array_open(f.g);
+    }
+    reaper_foreach(s->reaper, visit, &f);
+    if (id == NULL) {
+        yajl_gen_array_close(f.g);
+        yajl_gen_map_close(f.g);
+        send_json(req, 200, "OK", f.g);
+    } else if (f.found) {
+        send_json(req, 200, "OK", f.g);
+    } else {
+        send_error(req, 404, "Not Found", "container not tracked");
+    }
+    yajl_gen_free(f.g);
+}
+
+static void
+metric(struct evbuffer *b, const char *name, const char *type,
+       const char *help, unsigned long long v)
+{
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name,
+                        help, name, type, name, v);
+}
+
+static void
+serve_metrics(struct status *s, struct evhttp_request *req)
+{
+    struct reaper_stats st;
+    struct evbuffer *b = evbuffer_new();
+    int i;
+
+    if (b == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    reaper_stats(s->reaper, &st);
+    metric(b, "reapd_events_received_total", "counter",
+           "Container events received from the engine.", st.events);
+    metric(b, "reapd_relists_total", "counter",
+           "Full relists of the engine's containers.", st.relists);
+    metric(b, "reapd_reports_total", "counter", "Reports made.",
+           st.reports);
+    metric(b, "reapd_exit_code_corrections_total", "counter",
+           "Exits whose die event code differed from the true code.",
+           st.exit_code_mismatches);
+    evbuffer_add_printf(b, "# HELP reapd_containers_tracked Containers "
+                           "tracked, by lifecycle state.\n"
+                           "# TYPE reapd_containers_tracked gauge\n");
+    for (i = 0; i < LC_NSTATES; i++)
+        evbuffer_add_printf(b, "reapd_containers_tracked{state=\"%s\"} %zu\n",
+                            lc_state_name((enum lc_state)i),
+                            st.by_state[i]);
+    evbuffer_add_printf(b, "# HELP reapd_removals_total DELETE answers, by "
+                           "result.\n# TYPE reapd_removals_total counter\n");
+    evbuffer_add_printf(b, "reapd_removals_total{result=\"ok\"} %llu\n",
+                        (unsigned long long)st.deletes_ok);
+    evbuffer_add_printf(b, "reapd_removals_total{result=\"gone\"} %llu\n",
+                        (unsigned long long)st.deletes_gone);
+    evbuffer_add_printf(b, "reapd_removals_total{result=\"conflict\"} "
+                           "%llu\n",
+                        (unsigned long long)st.deletes_conflict);
+    evbuffer_add_printf(b, "reapd_removals_total{result=\"failed\"} %llu\n",
+                        (unsigned long long)st.deletes_failed);
+    evhttp_add_header(evhttp_request_get_output_headers(req),
+                      "Content-Type", "text/plain; version=0.0.4");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+    struct status *s = arg;
+    enum evhttp_cmd_type m = evhttp_request_get_command(req);
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+
+    if (path == NULL) {
+        send_error(req, 400, "Bad Request", "malformed request target");
+        return;
+    }
+    if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                          "GET, HEAD");
+        send_error(req, 405, "Method Not Allowed", "read-only endpoint");
+        return;
+    }
+    if (strcmp(path, "/livez") == 0) {
+        yajl_gen g = yajl_gen_alloc(NULL);
+
+        if (g == NULL) {
+            evhttp_send_error(req, 500, NULL);
+            return;
+        }
+        yajl_gen_map_open(g);
+        gstr(g, "live");
+        yajl_gen_bool(g, 1);
+        yajl_gen_map_close(g);
+        send_json(req, 200, "OK", g);
+        yajl_gen_free(g);
+    } else if (strcmp(path, "/readyz") == 0) {
+        serve_readyz(s, req);
+    } else if (strcmp(path, "/metrics") == 0) {
+        serve_metrics(s, req);
+    } else if (strcmp(path, "/v1/containers") == 0) {
+        serve_containers(s, req, NULL);
+    } else if (strncmp(path, "/v1/containers/", 15) == 0 &&
+               docker_valid_id(path + 15)) {
+        serve_containers(s, req, path + 15);
+    } else {
+        send_error(req, 404, "Not Found", "no such endpoint");
+    }
+}
+
+static int
+bind_unix(struct status *s, struct event_base *base, const char *path)
+{
+    struct sockaddr_un sa;
+    struct evconnlistener *lev;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        log_error(NULL, "status: unix socket path too long: %s", path);
+        return -1;
+    }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
+    unlink(path); /* a stale socket from an earlier run */
+    lev = evconnlistener_new_bind(base, NULL, NULL,
+                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+                                  128, (struct sockaddr *)&sa, sizeof(sa));
+    if (lev == NULL) {
+        log_error(NULL, "status: cannot listen on %s: %s", path,
+                  strerror(errno));
+        return -1;
+    }
+    if (evhttp_bind_listener(s->http, lev) == NULL) {
+        evconnlistener_free(lev);
+        return -1;
+    }
+    s->unix_path = strdup(path);
+    return 0;
+}
+
+static int
+bind_tcp(struct status *s, const char *listen)
+{
+    char host[256];
+    const char *colon = strrchr(listen, ':');
+    long port;
+    char *end;
+    size_t hl;
+
+    if (colon == NULL)
+        return -1;
+    hl = (size_t)(colon - listen);
+    if (hl >= sizeof(host))
+        return -1;
+    memcpy(host, listen, hl);
+    host[hl] = '\0';
+    /* "[::1]:9323" */
+    if (hl >= 2 && host[0] == '[' && host[hl - 1] == ']') {
+        memmove(host, host + 1, hl - 2);
+        host[hl - 2] = '\0';
+    }
+    port = strtol(colon + 1, &end, 10);
+    if (*end != '\0' || port < 1 || port > 65535)
+        return -1;
+    if (evhttp_bind_socket(s->http, host, (unsigned short)port) != 0) {
+        log_error(NULL, "status: cannot listen on %s: %s", listen,
+                  strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+struct status *
+status_new(struct loop *l, const char *listen, struct reaper *reaper)
+{
+    struct status *s = calloc(1, sizeof(*s));
+    int rc;
+
+    if (s == NULL)
+        return NULL;
+    s->reaper = reaper;
+    if (strcmp(listen, "off") == 0) {
+        log_info(NULL, "status endpoint: off");
+        return s;
+    }
+    s->http = evhttp_new(loop_base(l));
+    if (s->http == NULL)
+        goto fail;
+    evhttp_set_max_headers_size(s->http, MAX_HEADERS_SIZE);
+    evhttp_set_max_body_size(s->http, MAX_BODY_SIZE);
+    evhttp_set_timeout(s->http, REQUEST_TIMEOUT);
+    evhttp_set_allowed_methods(
+        s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
+                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
+                     EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+    evhttp_set_gencb(s->http, on_request, s);
+    if (strncmp(listen, "unix:", 5) == 0)
+        rc = bind_unix(s, loop_base(l), listen + 5);
+    else
+        rc = bind_tcp(s, listen);
+    if (rc != 0) {
+        log_error(NULL, "status: cannot serve on \"%s\"", listen);
+        goto fail;
+    }
+    log_info(NULL, "status endpoint on %s", listen);
+    return s;
+fail:
+    status_free(s);
+    return NULL;
+}
+
+void
+status_free(struct status *s)
+{
+    if (s == NULL)
+        return;
+    if (s->http != NULL)
+        evhttp_free(s->http);
+    if (s->unix_path != NULL) {
+        unlink(s->unix_path);
+        free(s->unix_path);
+    }
+    free(s);
+}
