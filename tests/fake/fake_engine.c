@@ -47,6 +47,10 @@ struct fake_engine {
     int nev;
     long long clock;
     struct evhttp_request *streams[MAX_STREAMS];
+    struct evhttp_connection *sconn[MAX_STREAMS];
+    /* Replies whose client left: ours to end (which frees them). */
+    struct evhttp_request *dead[64];
+    int ndead;
     int drop;
     int count[FAKE_NOPS];
     int fail_status[FAKE_NOPS];
@@ -260,10 +264,13 @@ on_stream_close(struct evhttp_connection *conn, void *arg)
     struct fake_engine *fe = arg;
     int i;
 
-    for (i = 0; i < MAX_STREAMS; i++)
-        if (fe->streams[i] != NULL &&
-            evhttp_request_get_connection(fe->streams[i]) == conn)
+    for (i = 0; i < MAX_STREAMS; i++) {
+        if (fe->streams[i] != NULL && fe->sconn[i] == conn) {
+            if (fe->ndead < 64)
+                fe->dead[fe->ndead++] = fe->streams[i];
             fe->streams[i] = NULL;
+        }
+    }
 }
 
 static void
@@ -300,8 +307,8 @@ open_stream(struct fake_engine *fe, struct evhttp_request *req)
                       "application/json");
     evhttp_send_reply_start(req, 200, "OK");
     fe->streams[slot] = req;
-    evhttp_connection_set_closecb(evhttp_request_get_connection(req),
-                                  on_stream_close, fe);
+    fe->sconn[slot] = evhttp_request_get_connection(req);
+    evhttp_connection_set_closecb(fe->sconn[slot], on_stream_close, fe);
     if (since_nano >= 0) {
         for (i = 0; i < fe->nev; i++) {
             if (fe->ev[i].nano >= since_nano) {
@@ -444,6 +451,19 @@ fake_engine_free(struct fake_engine *fe)
 
     if (fe == NULL)
         return;
+    /* Ending the open replies lets evhttp_free release their requests,
+     * also those whose client already went away. */
+    for (i = 0; i < MAX_STREAMS; i++) {
+        if (fe->streams[i] != NULL) {
+            struct evhttp_request *req = fe->streams[i];
+
+            fe->streams[i] = NULL;
+            evhttp_connection_set_closecb(fe->sconn[i], NULL, NULL);
+            evhttp_send_reply_end(req);
+        }
+    }
+    for (i = 0; i < fe->ndead; i++)
+        evhttp_send_reply_end(fe->dead[i]);
     if (fe->http != NULL)
         evhttp_free(fe->http);
     for (i = 0; i < fe->nev; i++)
@@ -548,8 +568,7 @@ fake_engine_cut_streams(struct fake_engine *fe)
 
     for (i = 0; i < MAX_STREAMS; i++) {
         if (fe->streams[i] != NULL) {
-            struct evhttp_connection *conn =
-                evhttp_request_get_connection(fe->streams[i]);
+            struct evhttp_connection *conn = fe->sconn[i];
 
             fe->streams[i] = NULL;
             evhttp_connection_set_closecb(conn, NULL, NULL);

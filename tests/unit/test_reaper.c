@@ -1,0 +1,632 @@
+/*
+ * test_reaper — the reaper, docker client and loop together, on a real
+ * event_base with real timers, against the fake engine (tests/fake/) on a
+ * unix socket. This is where every retry path runs for real: DELETE 500
+ * and 409, failing and slow inspects, a cut or garbled events stream, a
+ * missed event recovered by the relist, the removal-slot limit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <event2/event.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "docker.h"
+#include "fake_engine.h"
+#include "json.h"
+#include "log.h"
+#include "loop.h"
+#include "reaper.h"
+#include "report.h"
+
+#define MAX_REPORTS 32
+
+struct h {
+    char dir[64];
+    char sock[96];
+    struct loop *l;
+    struct fake_engine *fe;
+    struct docker *d;
+    struct config *cfg;
+    struct report_log *rl;
+    struct reaper *r;
+    struct json_node *reports[MAX_REPORTS];
+    int nreports;
+    struct event *tick;
+};
+
+static const char *A =
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
+static const char *B =
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
+static const char *C =
+    "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc3";
+static const char *MANAGED = "{\"reapd.managed\":\"true\"}";
+
+static void
+on_report(const char *json, size_t len, void *arg)
+{
+    struct h *h = arg;
+
+    assert_true(h->nreports < MAX_REPORTS);
+    h->reports[h->nreports] = json_parse(json, len, NULL, 0, NULL, 0, NULL);
+    assert_non_null(h->reports[h->nreports]);
+    h->nreports++;
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+/* `extra` is spliced into "delete", `top` into the config object. */
+static struct h *
+h_new2(const char *extra, const char *top)
+{
+    struct h *h = calloc(1, sizeof(*h));
+    struct config_errors errs = {0};
+    char text[4096];
+    struct timeval tv = {0, 10000};
+
+    assert_non_null(h);
+    snprintf(h->dir, sizeof(h->dir), "/tmp/reapd-test-XXXXXX");
+    assert_non_null(mkdtemp(h->dir));
+    snprintf(h->sock, sizeof(h->sock), "%s/docker.sock", h->dir);
+    snprintf(text, sizeof(text),
+             "{\"node\":\"t\",\"state_dir\":\"%s\","
+             "\"docker\":{\"socket\":\"%s\",\"request_timeout_ms\":2000,"
+             "\"reconnect_max_ms\":200},"
+             "\"delete\":{\"poll_interval_ms\":20,\"retry_base_ms\":20,"
+             "\"retry_max_ms\":100%s}%s}",
+             h->dir, h->sock, extra, top);
+    if (config_parse("test", text, strlen(text), &h->cfg, &errs) != 0) {
+        size_t i;
+
+        for (i = 0; i < errs.count; i++)
+            fprintf(stderr, "%s\n", errs.lines[i]);
+        fail_msg("config rejected");
+    }
+    h->l = loop_new();
+    assert_non_null(h->l);
+    h->fe = fake_engine_new(loop_base(h->l), h->sock);
+    assert_non_null(h->fe);
+    h->d = docker_new(h->l, h->sock, 2000, 200);
+    assert_non_null(h->d);
+    h->rl = report_log_open(h->dir);
+    assert_non_null(h->rl);
+    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
+    assert_non_null(h->r);
+    reaper_on_report(h->r, on_report, h);
+    /* Keeps the loop turning so run_until can look at the clock. */
+    h->tick = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, NULL);
+    event_add(h->tick, &tv);
+    return h;
+}
+
+static struct h *
+h_new(const char *extra)
+{
+    return h_new2(extra, "");
+}
+
+static void
+h_free(struct h *h)
+{
+    char path[128];
+    int i;
+
+    event_free(h->tick);
+    reaper_free(h->r);
+    docker_free(h->d);
+    fake_engine_free(h->fe);
+    loop_free(h->l);
+    report_log_close(h->rl);
+    config_free(h->cfg);
+    for (i = 0; i < h->nreports; i++)
+        json_free(h->reports[i]);
+    snprintf(path, sizeof(path), "%s/reports.jsonl", h->dir);
+    unlink(path);
+    rmdir(h->dir);
+    free(h);
+}
+
+typedef int (*cond_fn)(struct h *h, const void *arg);
+
+/* Runs the loop until `cond` holds; fails the test after `ms`. */
+static void
+run_until(struct h *h, cond_fn cond, const void *arg, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (!cond(h, arg)) {
+        if (loop_now_ms() > deadline)
+            fail_msg("condition not reached within %d ms", ms);
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
+    }
+}
+
+/* Runs the loop for `ms` whatever happens. */
+static void
+run_for(struct h *h, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (loop_now_ms() < deadline)
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
+}
+
+static int
+is_ready(struct h *h, const void *arg)
+{
+    (void)arg;
+    return reaper_ready(h->r, NULL);
+}
+
+static const struct json_node *
+report_for(struct h *h, const char *id)
+{
+    int i;
+
+    for (i = 0; i < h->nreports; i++)
+        if (strcmp(json_string(json_get(h->reports[i], "container_id")),
+                   id) == 0)
+            return h->reports[i];
+    return NULL;
+}
+
+static int
+has_report(struct h *h, const void *id)
+{
+    return report_for(h, id) != NULL;
+}
+
+static int
+nreports_at_least(struct h *h, const void *n)
+{
+    return h->nreports >= *(const int *)n;
+}
+
+static int64_t
+int_of(const struct json_node *rep, const char *key)
+{
+    int64_t v = -99999;
+
+    assert_int_equal(json_int64(json_get(rep, key), &v), 0);
+    return v;
+}
+
+static int
+has_anomaly(const struct json_node *rep, const char *name)
+{
+    const struct json_node *a = json_get(rep, "anomalies");
+    size_t i;
+
+    assert_non_null(a);
+    for (i = 0; i < a->count; i++)
+        if (strcmp(json_string(a->items[i]), name) == 0)
+            return 1;
+    return 0;
+}
+
+static int
+is_true(const struct json_node *rep, const char *key)
+{
+    const struct json_node *n = json_get(rep, key);
+
+    assert_non_null(n);
+    assert_int_equal(n->type, JSON_BOOL);
+    return n->boolean;
+}
+
+static struct h *
+started2(const char *extra, const char *top)
+{
+    struct h *h = h_new2(extra, top);
+
+    assert_false(reaper_ready(h->r, NULL));
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    return h;
+}
+
+static struct h *
+started(const char *extra)
+{
+    return started2(extra, "");
+}
+
+static void
+t_exit_code_and_unmanaged(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "other", "{\"x\":\"y\"}", NULL, 1);
+    run_for(h, 100);
+    fake_engine_exit(h->fe, B, 3, 3);
+    fake_engine_exit(h->fe, A, 42, 42);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 42);
+    assert_string_equal(json_string(json_get(rep, "exit_code_source")),
+                        "inspect");
+    assert_int_equal(int_of(rep, "engine_exit_code"), 42);
+    assert_true(is_true(rep, "removed"));
+    assert_int_equal(json_get(rep, "task_deleted")->type, JSON_NULL);
+    assert_int_equal(int_of(rep, "delete_attempts"), 1);
+    assert_string_equal(json_string(json_get(rep, "name")), "web-1");
+    assert_string_equal(json_string(json_get(rep, "policy")), "managed");
+    assert_string_equal(json_string(json_get(rep, "node")), "t");
+    assert_int_equal(json_get(rep, "anomalies")->count, 0);
+    assert_false(fake_engine_has(h->fe, A));
+    /* The unmanaged one is untouched and unreported. */
+    run_for(h, 200);
+    assert_true(fake_engine_has(h->fe, B));
+    assert_null(report_for(h, B));
+    assert_int_equal(h->nreports, 1);
+    h_free(h);
+}
+
+static void
+t_engine_exit_code_mismatch(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "seed", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 7, 255);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 7);
+    assert_int_equal(int_of(rep, "engine_exit_code"), 255);
+    assert_true(has_anomaly(rep, "engine_exit_code_mismatch"));
+    h_free(h);
+}
+
+static void
+t_genuine_255(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "g", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 255, 255);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 255);
+    assert_false(has_anomaly(rep, "engine_exit_code_mismatch"));
+    h_free(h);
+}
+
+static void
+t_delete_500_retried(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "r", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_fail(h->fe, FAKE_DELETE, 500, 2,
+                     "failed to delete task: context deadline exceeded");
+    fake_engine_exit(h->fe, A, 1, 1);
+    run_until(h, has_report, A, 5000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "delete_attempts"), 3);
+    assert_true(has_anomaly(rep, "delete_retried"));
+    assert_true(is_true(rep, "removed"));
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 3);
+    h_free(h);
+}
+
+static void
+t_delete_409_then_retry(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "c", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_fail(h->fe, FAKE_DELETE, 409, 1,
+                     "removal of container is already in progress");
+    fake_engine_exit(h->fe, A, 2, 2);
+    run_until(h, has_report, A, 5000);
+    rep = report_for(h, A);
+    /* 409, then polling found it present and not being removed: retry. */
+    assert_int_equal(int_of(rep, "delete_attempts"), 2);
+    assert_true(is_true(rep, "removed"));
+    h_free(h);
+}
+
+static void
+t_inspect_failures_retried(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "i", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_fail(h->fe, FAKE_INSPECT, 500, 3, "engine busy");
+    fake_engine_exit(h->fe, A, 9, 9);
+    run_until(h, has_report, A, 5000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 9);
+    assert_string_equal(json_string(json_get(rep, "exit_code_source")),
+                        "inspect");
+    assert_true(fake_engine_count(h->fe, FAKE_INSPECT) >= 4);
+    h_free(h);
+}
+
+static void
+t_slow_inspect_does_not_delay_others(void **state)
+{
+    struct h *h = started("");
+
+    (void)state;
+    fake_engine_add(h->fe, A, "slow", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "fast", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 1500, A);
+    fake_engine_exit(h->fe, A, 7, 7);
+    fake_engine_exit(h->fe, B, 5, 5);
+    run_until(h, has_report, B, 1000);
+    assert_null(report_for(h, A));
+    run_until(h, has_report, A, 5000);
+    assert_int_equal(int_of(report_for(h, A), "exit_code"), 7);
+    h_free(h);
+}
+
+static void
+t_max_in_flight(void **state)
+{
+    struct h *h = started(",\"max_in_flight\":1");
+    int three = 3;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "q1", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "q2", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, C, "q3", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_delay(h->fe, FAKE_DELETE, 150, NULL);
+    fake_engine_exit(h->fe, A, 1, 1);
+    fake_engine_exit(h->fe, B, 2, 2);
+    fake_engine_exit(h->fe, C, 3, 3);
+    run_until(h, nreports_at_least, &three, 5000);
+    assert_int_equal(fake_engine_max_concurrent_deletes(h->fe), 1);
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 3);
+    h_free(h);
+}
+
+static void
+t_removed_by_other(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "rm", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 6, 6);
+    fake_engine_remove(h->fe, A, 1);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 6);
+    assert_string_equal(json_string(json_get(rep, "exit_code_source")),
+                        "event");
+    assert_true(is_true(rep, "removed"));
+    assert_string_equal(json_string(json_get(rep, "removed_by")), "other");
+    assert_int_equal(int_of(rep, "delete_attempts"), 0);
+    h_free(h);
+}
+
+static void
+t_restart_is_not_final(void **state)
+{
+    struct h *h = started("");
+
+    (void)state;
+    fake_engine_add(h->fe, A, "rs", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 1, 1);
+    fake_engine_set_state(h->fe, A, "restarting");
+    run_for(h, 300);
+    assert_int_equal(h->nreports, 0);
+    assert_true(fake_engine_has(h->fe, A));
+    fake_engine_set_state(h->fe, A, "running");
+    fake_engine_exit(h->fe, A, 4, 4);
+    run_until(h, has_report, A, 3000);
+    assert_int_equal(int_of(report_for(h, A), "exit_code"), 4);
+    assert_int_equal(h->nreports, 1);
+    h_free(h);
+}
+
+static int
+streams_reconnected(struct h *h, const void *n)
+{
+    return fake_engine_count(h->fe, FAKE_EVENTS) >= *(const int *)n &&
+           reaper_ready(h->r, NULL);
+}
+
+static void
+t_stream_cut_and_missed_exit(void **state)
+{
+    struct h *h = started("");
+    const struct json_node *rep;
+    int two = 2;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "cut", MANAGED, NULL, 1);
+    run_for(h, 50);
+    /* Half an object, then the connection drops; meanwhile the container
+     * exits and the engine "forgets" the event (as after a restart). */
+    fake_engine_stream_raw(h->fe, "{\"Type\":\"container\",\"Act");
+    run_for(h, 20);
+    fake_engine_drop_events(h->fe, 1);
+    fake_engine_exit(h->fe, A, 5, 5);
+    fake_engine_cut_streams(h->fe);
+    fake_engine_drop_events(h->fe, 0);
+    run_until(h, streams_reconnected, &two, 3000);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 5);
+    assert_int_equal(json_get(rep, "engine_exit_code")->type, JSON_NULL);
+    assert_true(is_true(rep, "removed"));
+    h_free(h);
+}
+
+static void
+t_garbage_stream_resyncs(void **state)
+{
+    struct h *h = started("");
+    int two = 2;
+
+    (void)state;
+    fake_engine_stream_raw(h->fe, "{\"Type\": nonsense}\n");
+    run_until(h, streams_reconnected, &two, 3000);
+    fake_engine_add(h->fe, A, "after", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 8, 8);
+    run_until(h, has_report, A, 3000);
+    assert_int_equal(int_of(report_for(h, A), "exit_code"), 8);
+    h_free(h);
+}
+
+static void
+t_oversized_event_resyncs(void **state)
+{
+    struct h *h = started("");
+    char *big = malloc(400 * 1024);
+    int two = 2;
+
+    (void)state;
+    assert_non_null(big);
+    memset(big, ' ', 400 * 1024 - 1);
+    big[0] = '{';
+    big[1] = '"';
+    big[2] = 'x';
+    big[3] = '"';
+    big[4] = ':';
+    big[5] = '"';
+    big[400 * 1024 - 1] = '\0';
+    fake_engine_stream_raw(h->fe, big);
+    free(big);
+    run_until(h, streams_reconnected, &two, 3000);
+    h_free(h);
+}
+
+static void
+t_exited_before_start_found_by_relist(void **state)
+{
+    struct h *h = h_new("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "old", MANAGED, "exited", 0);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 0);
+    assert_int_equal(json_get(rep, "engine_exit_code")->type, JSON_NULL);
+    h_free(h);
+}
+
+static void
+t_keep_policy(void **state)
+{
+    struct h *h = started2(
+        "", ",\"policies\":[{\"name\":\"k\",\"match\":{\"labels\":"
+            "{\"reapd.managed\":\"true\"}},\"action\":\"keep\"}]");
+    const struct json_node *rep;
+    int two = 2;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "kept", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 11, 11);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 11);
+    assert_false(is_true(rep, "removed"));
+    assert_string_equal(json_string(json_get(rep, "action")), "keep");
+    assert_true(fake_engine_has(h->fe, A));
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 0);
+    /* Run again (its start unseen) and exits again: a second report. */
+    fake_engine_set_state(h->fe, A, "running");
+    fake_engine_exit(h->fe, A, 12, 12);
+    run_until(h, nreports_at_least, &two, 3000);
+    assert_int_equal(int_of(h->reports[1], "exit_code"), 12);
+    run_for(h, 200);
+    assert_int_equal(h->nreports, 2);
+    h_free(h);
+}
+
+static void
+t_give_up(void **state)
+{
+    struct h *h = started(",\"give_up_after_ms\":300,\"warn_after_ms\":100");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "never", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_fail(h->fe, FAKE_DELETE, 500, 1000, "always broken");
+    fake_engine_exit(h->fe, A, 3, 3);
+    run_until(h, has_report, A, 3000);
+    rep = report_for(h, A);
+    assert_false(is_true(rep, "removed"));
+    assert_true(has_anomaly(rep, "cleanup_gave_up"));
+    assert_true(has_anomaly(rep, "cleanup_slow"));
+    assert_true(fake_engine_has(h->fe, A));
+    /* Abandoned, not retried for ever, and never reported twice. */
+    run_for(h, 300);
+    assert_int_equal(h->nreports, 1);
+    h_free(h);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_exit_code_and_unmanaged),
+        cmocka_unit_test(t_engine_exit_code_mismatch),
+        cmocka_unit_test(t_genuine_255),
+        cmocka_unit_test(t_delete_500_retried),
+        cmocka_unit_test(t_delete_409_then_retry),
+        cmocka_unit_test(t_inspect_failures_retried),
+        cmocka_unit_test(t_slow_inspect_does_not_delay_others),
+        cmocka_unit_test(t_max_in_flight),
+        cmocka_unit_test(t_removed_by_other),
+        cmocka_unit_test(t_restart_is_not_final),
+        cmocka_unit_test(t_stream_cut_and_missed_exit),
+        cmocka_unit_test(t_garbage_stream_resyncs),
+        cmocka_unit_test(t_oversized_event_resyncs),
+        cmocka_unit_test(t_exited_before_start_found_by_relist),
+        cmocka_unit_test(t_give_up),
+        cmocka_unit_test(t_keep_policy),
+    };
+
+    signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
