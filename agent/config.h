@@ -44,7 +44,10 @@ struct config {
     int64_t delete_retry_base_ms;    /* 500 */
     int64_t delete_retry_max_ms;     /* 30000 */
 
-    struct policy_set policies; /* default: no policies, ignore */
+    /* default: one policy, "managed" (label reapd.managed=true ->
+     * remove), and default_action ignore. A file's "policies" replaces
+     * the whole list. */
+    struct policy_set policies;
 
     enum log_level log_level;   /* info */
     enum log_format log_format; /* text */
@@ -65,7 +68,8 @@ struct config *config_default(void);
  * Loads and validates `path`. On success returns 0 and *out (caller frees).
  * On failure returns -1, *out is NULL and `errs` holds every problem found
  * (caller frees with config_errors_clear). A file that cannot be read is
- * one error "PATH: <strerror>".
+ * one error "PATH: <strerror>". Problems are appended: `errs` must start
+ * zeroed (or cleared); it may be NULL when only the verdict matters.
  */
 int config_load(const char *path, struct config **out,
                 struct config_errors *errs);
