@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# The command line per the contract: --check-config verdicts and exit
+# codes, FILE:LINE:COL messages, --version/--help, bad usage, and the
+# signals of a running daemon (SIGHUP with a bad config keeps the old one,
+# SIGTERM stops within 5 s with exit 0). No engine needed: reapd must run
+# and stay live while the Docker socket does not exist.
+set -euo pipefail
+BIN=$1
+SRC=$2
+T=$(mktemp -d /tmp/reapd-cli.XXXXXX)
+pid=""
+cleanup() {
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$T/log" ] && tail -20 "$T/log" >&2; exit 1; }
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+
+# Shipped configs are valid.
+for f in "$SRC"/config/*.json; do
+  "$BIN" --check-config -c "$f" >/dev/null || fail "shipped $f rejected"
+  ok "shipped $(basename "$f") passes --check-config"
+done
+
+# A bad config: exit 2, one FILE:LINE:COL line per problem.
+cat >"$T/bad.json" <<'JSON'
+{
+  "delete": { "max_in_flight": "eight" },
+  "bogus": 1,
+  "status": { "listen": "nowhere" }
+}
+JSON
+set +e
+"$BIN" --check-config -c "$T/bad.json" 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "bad config: exit $rc, want 2"
+grep -q "^$T/bad.json:2:[0-9]*: .*max_in_flight" "$T/err" || fail "no line:col for max_in_flight: $(cat "$T/err")"
+grep -q "^$T/bad.json:3:[0-9]*: .*bogus" "$T/err" || fail "no line:col for unknown key: $(cat "$T/err")"
+grep -q "^$T/bad.json:4:[0-9]*: .*listen" "$T/err" || fail "no line:col for listen: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -ge 3 ] || fail "expected one line per problem"
+ok "bad config: exit 2 with FILE:LINE:COL per problem"
+
+printf '{ "node": "x", ' >"$T/trunc.json"
+set +e
+"$BIN" --check-config -c "$T/trunc.json" 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "malformed JSON: exit $rc"
+grep -q "^$T/trunc.json:1:[0-9]*: " "$T/err" || fail "malformed JSON: $(cat "$T/err")"
+ok "malformed JSON: exit 2 with position"
+
+set +e
+"$BIN" --check-config -c "$T/missing.json" 2>"$T/err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "missing file: exit $rc"
+ok "missing config file: exit 2"
+
+"$BIN" --version | grep -Eq '^reapd [0-9]+\.[0-9]+\.[0-9]+' || fail "--version"
+ok "--version"
+"$BIN" --help | grep -q -- '--check-config' || fail "--help"
+ok "--help"
+set +e
+"$BIN" --no-such-flag 2>/dev/null
+rc=$?
+"$BIN" --log-level loud --check-config 2>/dev/null
+rc2=$?
+set -e
+[ "$rc" -eq 2 ] && [ "$rc2" -eq 2 ] || fail "usage errors: $rc $rc2"
+ok "usage errors exit 2"
+
+# A running daemon with no engine: live, not ready, reloads, stops.
+port=$(( (RANDOM % 20000) + 20000 ))
+cat >"$T/good.json" <<JSON
+{ "state_dir": "$T/state", "docker": { "socket": "$T/no-engine.sock",
+  "reconnect_max_ms": 1000 },
+  "status": { "listen": "127.0.0.1:$port" } }
+JSON
+"$BIN" -c "$T/good.json" 2>"$T/log" &
+pid=$!
+for _ in $(seq 1 100); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
+  [ "$code" = 200 ] && break
+  kill -0 "$pid" 2>/dev/null || fail "reapd died"
+  sleep 0.1
+done
+[ "$code" = 200 ] || fail "/livez never answered 200"
+ok "/livez 200 with the engine down"
+body=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$port/readyz")
+case "$body" in
+  *'"ready":false'*'503') ;;
+  *) fail "/readyz with the engine down: $body" ;;
+esac
+ok "/readyz 503 with a JSON reason while the engine is down"
+
+cp "$T/good.json" "$T/good.json.bak"
+echo '{ "delete": { "max_in_flight": 0 } }' >"$T/good.json"
+kill -HUP "$pid"
+for _ in $(seq 1 50); do
+  grep -q "reload rejected" "$T/log" && break
+  sleep 0.1
+done
+grep -q "reload rejected" "$T/log" || fail "bad reload not logged"
+kill -0 "$pid" || fail "reapd died on a bad reload"
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez")" = 200 ] || fail "not live after bad reload"
+ok "SIGHUP with an invalid config: rejected, old config kept"
+cp "$T/good.json.bak" "$T/good.json"
+kill -HUP "$pid"
+for _ in $(seq 1 50); do
+  grep -q "SIGHUP: reloaded" "$T/log" && break
+  sleep 0.1
+done
+grep -q "SIGHUP: reloaded" "$T/log" || fail "good reload not logged"
+ok "SIGHUP with a valid config: reloaded"
+
+start=$(date +%s%N)
+kill -TERM "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+pid=""
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+[ "$rc" -eq 0 ] || fail "SIGTERM: exit $rc"
+[ "$ms" -lt 5000 ] || fail "SIGTERM took $ms ms"
+ok "SIGTERM: exit 0 in $ms ms"
+echo "$n passed, 0 failed"
