@@ -25,9 +25,11 @@
  *   upstream.headers             {}                    token: string
  *   delete.max_in_flight         8                     1 .. 1024
  *   delete.poll_interval_ms      500                   10 .. 3600000
- *   delete.warn_after_ms         60000                 0 .. 604800000 (0
- * never) delete.give_up_after_ms      0                     0 .. 604800000 (0
- * never) delete.retry_base_ms         500                   10 .. 3600000
+ *   delete.warn_after_ms         60000                 0 .. 604800000
+ *                                                      (0: never warn)
+ *   delete.give_up_after_ms      0                     0 .. 604800000
+ *                                                      (0: never give up)
+ *   delete.retry_base_ms         500                   10 .. 3600000
  *   delete.retry_max_ms          30000                 10 .. 86400000
  *                                                      (and >= retry_base_ms)
  *   policies                     [managed, see below]  array of policies
