@@ -47,14 +47,17 @@ struct docker_event {
     int exit_code;
     const char *name;  /* Attributes.name or NULL */
     const char *image; /* Attributes.image or NULL */
-    const struct event_attr *attrs; /* all Attributes, in stream order */
+    /* Attributes with string values, in stream order (others, and any
+     * with a NUL in key or value, are left out). */
+    const struct event_attr *attrs;
     size_t nattrs;
 };
 
 struct events_limits {
     size_t max_event_bytes; /* one event object (0: 256 KiB) */
     unsigned max_depth;     /* (0: 8) */
-    size_t max_attrs;       /* Actor.Attributes members (0: 1024) */
+    size_t max_attrs;       /* Actor.Attributes members, of any type
+                               (0: 1024) */
 };
 
 typedef void (*events_cb)(const struct docker_event *ev, void *arg);
@@ -74,13 +77,16 @@ void events_parser_free(struct events_parser *p);
  */
 int events_parser_feed(struct events_parser *p, const char *buf, size_t len);
 
+/* One line ending in "at byte N" (N: offset in the whole stream), or
+ * NULL if there was no error. Valid until the parser is freed. */
 const char *events_parser_error(const struct events_parser *p);
 
 /* Counters since creation. */
 uint64_t events_parser_count(const struct events_parser *p);   /* emitted */
 uint64_t events_parser_skipped(const struct events_parser *p); /* ignored */
 
-/* Bytes held for an incomplete object (a cut stream leaves these). */
+/* Bytes held for an incomplete object (a cut stream leaves these); 0
+ * between objects and after an error. */
 size_t events_parser_pending(const struct events_parser *p);
 
 /* "die" -> EV_DIE, unknown -> EV_OTHER. */

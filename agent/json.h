@@ -6,7 +6,9 @@
  * depth, members per container and string length before it is believed.
  * A document lives in one arena: json_free() releases it in one step and
  * never recurses. Each node records the byte offset where its value (and
- * its member key) starts, so config errors can say FILE:LINE:COL.
+ * its member key) starts, so config errors can say FILE:LINE:COL; offsets
+ * count from the first byte ever fed to the stream and are exact, also
+ * for strings with escapes and whatever the chunking.
  */
 #ifndef REAPD_JSON_H
 #define REAPD_JSON_H
@@ -38,10 +40,12 @@ struct json_node {
 };
 
 struct json_limits {
-    size_t max_bytes;   /* bytes in one document (0: 1 MiB) */
+    size_t max_bytes;   /* bytes in one document, from its first byte that
+                           is not blank, comments included (0: 1 MiB) */
     unsigned max_depth; /* nesting of objects/arrays (0: 32) */
     size_t max_items;   /* members or elements in one container (0: 4096) */
-    size_t max_string;  /* bytes in one string or key (0: 64 KiB) */
+    size_t max_string;  /* decoded bytes in one string or key
+                           (0: 64 KiB) */
 };
 
 enum json_flags {
@@ -53,13 +57,14 @@ enum json_flags {
  * Called once per complete top-level value. The callee takes ownership of
  * `root` and must json_free() it. Return 0 to go on, non-zero to stop the
  * stream (json_stream_feed then returns -1 with error "stopped").
+ * It must not feed, finish or free the stream that calls it.
  */
 typedef int (*json_value_cb)(struct json_node *root, void *arg);
 
 struct json_stream;
 
 /* Returns NULL on allocation failure. `limits` may be NULL (defaults);
- * it is copied. */
+ * it is copied. `cb` may be NULL: documents are then only checked. */
 struct json_stream *json_stream_new(const struct json_limits *limits,
                                     int flags, json_value_cb cb, void *arg);
 void json_stream_free(struct json_stream *s);
@@ -71,27 +76,36 @@ void json_stream_free(struct json_stream *s);
  */
 int json_stream_feed(struct json_stream *s, const char *buf, size_t len);
 
-/* Ends the input. Returns -1 if a document is incomplete or malformed. */
+/* Ends the input. Returns -1 if a document is incomplete ("truncated
+ * document", also for an unfinished last token) or malformed, or if there
+ * was no document at all without JSON_MULTIPLE ("empty document"). With
+ * JSON_MULTIPLE, zero documents are fine. Calling it again returns the same;
+ * feeding after it fails. */
 int json_stream_finish(struct json_stream *s);
 
-/* The last error as one line of text (valid until the stream is freed), and
- * the byte offset in the whole input where it was detected. */
+/* The error as one line of text (valid until the stream is freed), or NULL
+ * if there was none; and the byte offset in the whole input where it was
+ * detected (for a broken max_bytes: the first byte beyond the limit). */
 const char *json_stream_error(const struct json_stream *s);
 size_t json_stream_error_offset(const struct json_stream *s);
 
-/* Bytes of the current, still incomplete document (0 between documents). */
+/* Bytes of the current, still incomplete document (0 between documents,
+ * and after an error). */
 size_t json_stream_pending(const struct json_stream *s);
 
 /*
- * Parses exactly one document. Returns the root (caller frees with
- * json_free), or NULL with a message in `err` (may be NULL) and the byte
- * offset of the problem in `*err_offset` (may be NULL).
+ * Parses exactly one document; anything but blanks (and, if allowed,
+ * comments) after it is an error. JSON_MULTIPLE in `flags` is ignored.
+ * Returns the root (caller frees with json_free), or NULL with a message in
+ * `err` (may be NULL) and the byte offset of the problem in `*err_offset`
+ * (may be NULL).
  */
 struct json_node *json_parse(const char *buf, size_t len,
                              const struct json_limits *limits, int flags,
                              char *err, size_t errlen, size_t *err_offset);
 
-/* Frees a whole document given its root; NULL is fine. Never recurses. */
+/* Frees a whole document given its root (never an inner node); NULL is
+ * fine. Never recurses. */
 void json_free(struct json_node *root);
 
 /* The member `key` of an object, or NULL (also when `obj` is not an
@@ -99,10 +113,12 @@ void json_free(struct json_node *root);
 const struct json_node *json_get(const struct json_node *obj,
                                  const char *key);
 
-/* The string value, or NULL if `n` is not a string (or NULL). */
+/* The string value, or NULL if `n` is not a string (or NULL). A "\u0000"
+ * escape puts a NUL inside: compare `len` when that matters. */
 const char *json_string(const struct json_node *n);
 
-/* Integer value of a NUMBER that is an integer in range. 0 or -1. */
+/* Integer value of a NUMBER that is an integer in range: no fraction or
+ * exponent ("1.0", "1e3" fail; "-0" is 0). 0, or -1 leaving *out alone. */
 int json_int64(const struct json_node *n, int64_t *out);
 
 /* 1-based line and column (in bytes) of `offset` within `text`. */

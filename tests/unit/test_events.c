@@ -1,0 +1,801 @@
+/*
+ * Unit tests for events.c: which objects become events, what they carry,
+ * and that chunking, cut streams and oversized objects behave.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "events.h"
+
+#define ID  "d3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad769"
+#define ID2 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+/* An API 1.44+ event: no status/id/from. */
+#define EVENT(type, action, id, attrs, tail)                                  \
+    "{\"Type\":\"" type "\",\"Action\":\"" action                             \
+    "\",\"Actor\":{\"ID\":\"" id "\",\"Attributes\":{" attrs                  \
+    "}},\"scope\":\"local\"" tail "}\n"
+
+/* ---- helpers --------------------------------------------------------- */
+
+struct sbuf {
+    char *p;
+    size_t len, cap;
+};
+
+__attribute__((format(printf, 2, 3))) static void
+sb_printf(struct sbuf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    assert_true(n >= 0);
+    if (b->len + (size_t)n + 1 > b->cap) {
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->p = realloc(b->p, b->cap);
+        assert_non_null(b->p);
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* A copy of what the callback saw, since the event dies with it. */
+struct seen {
+    enum event_action action;
+    char action_text[64];
+    char id[65];
+    int64_t time_nano;
+    int has_exit_code;
+    int exit_code;
+    char name[32];
+    char image[32];
+    int has_name, has_image;
+    size_t nattrs;
+};
+
+#define MAX_SEEN 16
+
+struct record {
+    struct sbuf log;
+    struct seen seen[MAX_SEEN];
+    size_t nseen;
+};
+
+static void
+record_cb(const struct docker_event *ev, void *arg)
+{
+    struct record *r = arg;
+    struct seen *s;
+    size_t i;
+
+    sb_printf(&r->log, "%d '%s' %s t=%lld", (int)ev->action, ev->action_text,
+              ev->id, (long long)ev->time_nano);
+    if (ev->has_exit_code)
+        sb_printf(&r->log, " exit=%d", ev->exit_code);
+    sb_printf(&r->log, " name=%s image=%s", ev->name ? ev->name : "-",
+              ev->image ? ev->image : "-");
+    for (i = 0; i < ev->nattrs; i++)
+        sb_printf(&r->log, " [%s=%s]", ev->attrs[i].key, ev->attrs[i].value);
+    sb_printf(&r->log, "\n");
+    if (r->nseen == MAX_SEEN)
+        return;
+    s = &r->seen[r->nseen++];
+    memset(s, 0, sizeof *s);
+    s->action = ev->action;
+    snprintf(s->action_text, sizeof s->action_text, "%s", ev->action_text);
+    snprintf(s->id, sizeof s->id, "%s", ev->id);
+    s->time_nano = ev->time_nano;
+    s->has_exit_code = ev->has_exit_code;
+    s->exit_code = ev->exit_code;
+    s->has_name = ev->name != NULL;
+    s->has_image = ev->image != NULL;
+    snprintf(s->name, sizeof s->name, "%s", ev->name ? ev->name : "");
+    snprintf(s->image, sizeof s->image, "%s", ev->image ? ev->image : "");
+    s->nattrs = ev->nattrs;
+}
+
+/* Feeds `text` in chunks of `chunk` (0: at once) and returns the events
+ * seen and the parser's state as text; the caller frees it. */
+static char *
+run(const char *text, size_t len, size_t chunk,
+    const struct events_limits *lim, struct record *out)
+{
+    struct record r;
+    struct events_parser *p;
+    size_t off;
+    int rc = 0;
+
+    memset(&r, 0, sizeof r);
+    p = events_parser_new(lim, record_cb, &r);
+    assert_non_null(p);
+    if (chunk == 0)
+        chunk = len ? len : 1;
+    for (off = 0; off < len && rc == 0; off += chunk)
+        rc = events_parser_feed(p, text + off,
+                                len - off < chunk ? len - off : chunk);
+    sb_printf(&r.log, "count=%llu skipped=%llu pending=%zu",
+              (unsigned long long)events_parser_count(p),
+              (unsigned long long)events_parser_skipped(p),
+              events_parser_pending(p));
+    if (rc != 0)
+        sb_printf(&r.log, " error '%s'", events_parser_error(p));
+    else
+        assert_null(events_parser_error(p));
+    events_parser_free(p);
+    if (out != NULL)
+        *out = r;
+    return r.log.p;
+}
+
+/* Every chunk size must give what one chunk gives; returns that (caller
+ * frees) and the one-chunk record in `out`. */
+static char *
+run_all_chunks(const char *text, const struct events_limits *lim,
+               struct record *out)
+{
+    size_t len = strlen(text), k;
+    char *whole = run(text, len, 0, lim, out);
+    char *part;
+
+    for (k = 1; k <= len; k++) {
+        part = run(text, len, k, lim, NULL);
+        if (strcmp(part, whole) != 0)
+            fail_msg("chunk size %zu:\n%s\nwhole:\n%s", k, part, whole);
+        free(part);
+    }
+    return whole;
+}
+
+static char *
+read_fixture(const char *name)
+{
+    char path[512];
+    FILE *f;
+    char *buf;
+    long n;
+
+    snprintf(path, sizeof path, "%s/events/%s", FIXTURES_DIR, name);
+    f = fopen(path, "rb");
+    if (f == NULL)
+        fail_msg("cannot open %s", path);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n > 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* The concatenation of `n` strings; the caller frees it. Keeps long
+ * streams readable as one line per event. */
+static char *
+join(const char *const *parts, size_t n)
+{
+    size_t i, len = 0;
+    char *p;
+
+    for (i = 0; i < n; i++)
+        len += strlen(parts[i]);
+    p = malloc(len + 1);
+    assert_non_null(p);
+    p[0] = '\0';
+    for (i = 0; i < n; i++)
+        strcat(p, parts[i]);
+    return p;
+}
+
+#define JOIN(a) join(a, sizeof a / sizeof a[0])
+
+static void
+expect_tail(const char *r, const char *tail)
+{
+    size_t rl = strlen(r), tl = strlen(tail);
+
+    if (rl < tl || strcmp(r + rl - tl, tail) != 0)
+        fail_msg("expected to end with '%s':\n%s", tail, r);
+}
+
+/* ---- tests ----------------------------------------------------------- */
+
+static void
+test_action_from_string(void **state)
+{
+    static const struct {
+        const char *s;
+        enum event_action a;
+    } t[] = {
+        {"create", EV_CREATE},
+        {"start", EV_START},
+        {"restart", EV_RESTART},
+        {"die", EV_DIE},
+        {"oom", EV_OOM},
+        {"kill", EV_KILL},
+        {"stop", EV_STOP},
+        {"pause", EV_PAUSE},
+        {"unpause", EV_UNPAUSE},
+        {"rename", EV_RENAME},
+        {"update", EV_UPDATE},
+        {"destroy", EV_DESTROY},
+        {"attach", EV_OTHER},
+        {"exec_start: sh", EV_OTHER},
+        {"health_status: healthy", EV_OTHER},
+        {"Die", EV_OTHER},
+        {"die ", EV_OTHER},
+        {"", EV_OTHER},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof t / sizeof t[0]; i++)
+        assert_int_equal(events_action_from_string(t[i].s), t[i].a);
+    assert_int_equal(events_action_from_string(NULL), EV_OTHER);
+}
+
+static void
+test_recorded_stream(void **state)
+{
+    char *text = read_fixture("dockerd-20.10.24-run-exit42.jsonl");
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+    const struct seen *die;
+
+    expect_tail(r, "count=5 skipped=2 pending=0");
+    assert_int_equal(rec.nseen, 5);
+    assert_int_equal(rec.seen[0].action, EV_CREATE);
+    assert_int_equal(rec.seen[1].action, EV_OTHER);
+    assert_string_equal(rec.seen[1].action_text, "attach");
+    assert_int_equal(rec.seen[2].action, EV_START);
+    assert_int_equal(rec.seen[3].action, EV_DIE);
+    assert_int_equal(rec.seen[4].action, EV_DESTROY);
+    die = &rec.seen[3];
+    assert_string_equal(die->id, ID);
+    assert_string_equal(die->action_text, "die");
+    assert_int_equal(die->has_exit_code, 1);
+    assert_int_equal(die->exit_code, 42);
+    assert_string_equal(die->name, "t42");
+    assert_string_equal(die->image, "reapd-test:1");
+    assert_true(die->time_nano == INT64_C(1796213267253993408));
+    assert_int_equal(die->nattrs, 4);
+    assert_non_null(strstr(r, " exit=42 name=t42 image=reapd-test:1 "
+                              "[exitCode=42] [image=reapd-test:1] "
+                              "[name=t42] [reapd.managed=true]\n"));
+    /* No exit code on the others. */
+    assert_int_equal(rec.seen[0].has_exit_code, 0);
+    assert_int_equal(rec.seen[4].has_exit_code, 0);
+    assert_int_equal(rec.seen[4].nattrs, 3);
+    free(r);
+    free(text);
+}
+
+static void
+test_new_api_shape(void **state)
+{
+    static const char *const events[] = {
+        EVENT("container", "exec_start: sh -c true", ID,
+              "\"execID\":\"abc\",\"image\":\"alpine\",\"name\":\"x\"",
+              ",\"time\":1700000000,\"timeNano\":1700000000000000001"),
+        EVENT("container", "health_status: healthy", ID, "",
+              ",\"timeNano\":5"),
+        EVENT("container", "kill", ID2, "\"signal\":\"15\"", ""),
+    };
+    char *text = JOIN(events);
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+
+    expect_tail(r, "count=3 skipped=0 pending=0");
+    assert_int_equal(rec.seen[0].action, EV_OTHER);
+    assert_string_equal(rec.seen[0].action_text, "exec_start: sh -c true");
+    assert_true(rec.seen[0].time_nano == INT64_C(1700000000000000001));
+    assert_int_equal(rec.seen[0].nattrs, 3);
+    assert_string_equal(rec.seen[0].image, "alpine");
+    assert_int_equal(rec.seen[1].action, EV_OTHER);
+    assert_string_equal(rec.seen[1].action_text, "health_status: healthy");
+    assert_int_equal(rec.seen[1].nattrs, 0);
+    assert_int_equal(rec.seen[1].has_name, 0);
+    assert_int_equal(rec.seen[1].has_image, 0);
+    assert_int_equal(rec.seen[2].action, EV_KILL);
+    assert_string_equal(rec.seen[2].id, ID2);
+    free(r);
+    free(text);
+}
+
+/* Legacy fields say one thing, the current ones another: current win. */
+static void
+test_legacy_fields_ignored(void **state)
+{
+    const char *text =
+        "{\"status\":\"die\",\"id\":\"" ID2 "\",\"from\":\"x\","
+        "\"Type\":\"container\",\"Action\":\"start\",\"Actor\":{\"ID\":\"" ID
+        "\"}}"
+        "{\"status\":\"die\",\"id\":\"" ID "\",\"from\":\"x\"}";
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+
+    expect_tail(r, "count=1 skipped=1 pending=0");
+    assert_int_equal(rec.seen[0].action, EV_START);
+    assert_string_equal(rec.seen[0].id, ID);
+    assert_int_equal(rec.seen[0].nattrs, 0);
+    free(r);
+}
+
+static void
+test_type_filter(void **state)
+{
+    static const char *const events[] = {
+        EVENT("network", "connect", ID, "\"container\":\"" ID "\"", ""),
+        EVENT("image", "pull", ID, "", ""),
+        EVENT("volume", "mount", ID, "", ""),
+        EVENT("Container", "die", ID, "", ""),
+        EVENT("container", "die", ID, "", ""),
+        "{\"Action\":\"die\",\"Actor\":{\"ID\":\"" ID "\"}}",
+        "{\"Type\":7,\"Action\":\"die\",\"Actor\":{\"ID\":\"" ID "\"}}",
+        "[1,2] \"str\" 3 null\n",
+    };
+    char *text = JOIN(events);
+    char *r = run_all_chunks(text, NULL, NULL);
+
+    /* One container event; 4 other types, 2 objects without a proper
+     * Type and 4 values that are no objects at all. */
+    expect_tail(r, "count=1 skipped=10 pending=0");
+    free(r);
+    free(text);
+}
+
+static void
+test_invalid_ids(void **state)
+{
+    static const char *const events[] = {
+        /* 63 and 65 characters, upper case, not hex, a NUL, empty */
+        EVENT(
+            "container", "die",
+            "d3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad76",
+            "", ""),
+        EVENT("container", "die", ID "0", "", ""),
+        EVENT(
+            "container", "die",
+            "D3DA67E34A052E59C56D92B96B973C5A93D0AC1F50CF3AF8AD65F37D3B4AD769",
+            "", ""),
+        EVENT(
+            "container", "die",
+            "g3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad769",
+            "", ""),
+        EVENT("container", "die",
+              "d3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad76"
+              "\\u0000",
+              "", ""),
+        EVENT("container", "die", "", "", ""),
+        /* no Actor, Actor not an object, ID not a string */
+        "{\"Type\":\"container\",\"Action\":\"die\"}",
+        "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":\"x\"}",
+        "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{\"ID\":12}}",
+        /* no Action, an empty one, one that is not a string */
+        "{\"Type\":\"container\",\"Actor\":{\"ID\":\"" ID "\"}}",
+        "{\"Type\":\"container\",\"Action\":\"\",\"Actor\":{\"ID\":\"" ID
+        "\"}}",
+        "{\"Type\":\"container\",\"Action\":[],\"Actor\":{\"ID\":\"" ID "\"}}",
+        EVENT("container", "die", ID, "", ""),
+    };
+    char *text = JOIN(events);
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+
+    expect_tail(r, "count=1 skipped=12 pending=0");
+    assert_string_equal(rec.seen[0].id, ID);
+    free(r);
+    free(text);
+}
+
+static void
+test_exit_codes(void **state)
+{
+    static const struct {
+        const char *attr;
+        int has;
+        int code;
+    } t[] = {
+        {"\"exitCode\":\"0\"", 1, 0},
+        {"\"exitCode\":\"137\"", 1, 137},
+        {"\"exitCode\":\"-1\"", 1, -1},
+        {"\"exitCode\":\"2147483647\"", 1, 2147483647},
+        {"\"exitCode\":\"-2147483648\"", 1, -2147483647 - 1},
+        {"\"exitCode\":\"2147483648\"", 0, 0},
+        {"\"exitCode\":\"-2147483649\"", 0, 0},
+        {"\"exitCode\":\"99999999999\"", 0, 0},
+        {"\"exitCode\":\"abc\"", 0, 0},
+        {"\"exitCode\":\"\"", 0, 0},
+        {"\"exitCode\":\"-\"", 0, 0},
+        {"\"exitCode\":\" 1\"", 0, 0},
+        {"\"exitCode\":\"1 \"", 0, 0},
+        {"\"exitCode\":\"+1\"", 0, 0},
+        {"\"exitCode\":\"1.0\"", 0, 0},
+        {"\"exitCode\":\"1\\u0000\"", 0, 0},
+        {"\"exitCode\":42", 0, 0},
+        {"\"name\":\"no-code\"", 0, 0},
+        {"\"exitCode\":\"3\",\"exitCode\":\"4\"", 1, 4},
+    };
+    char text[512];
+    size_t i;
+
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        struct record rec;
+        char *r;
+
+        snprintf(text, sizeof text, EVENT("container", "die", ID, "%s", ""),
+                 t[i].attr);
+        r = run_all_chunks(text, NULL, &rec);
+        expect_tail(r, "count=1 skipped=0 pending=0");
+        if (rec.seen[0].has_exit_code != t[i].has)
+            fail_msg("%s: has_exit_code %d", t[i].attr,
+                     rec.seen[0].has_exit_code);
+        if (t[i].has)
+            assert_int_equal(rec.seen[0].exit_code, t[i].code);
+        free(r);
+    }
+    /* Only die carries one. */
+    {
+        struct record rec;
+        const char *kill =
+            EVENT("container", "kill", ID, "\"exitCode\":\"1\"", "");
+        char *r = run(kill, strlen(kill), 0, NULL, &rec);
+
+        expect_tail(r, "count=1 skipped=0 pending=0");
+
+        assert_int_equal(rec.seen[0].has_exit_code, 0);
+        free(r);
+    }
+}
+
+static void
+test_attributes(void **state)
+{
+    static const char *const events[] = {
+        EVENT("container", "start", ID,
+              "\"a\":\"1\",\"n\":5,\"b\":null,\"c\":{\"d\":\"e\"},"
+              "\"f\":[\"g\"],\"t\":true,\"nul\":\"x\\u0000y\","
+              "\"k\\u0000\":\"v\",\"name\":\"first\",\"image\":\"img\","
+              "\"name\":\"second\"",
+              ""),
+        EVENT("container", "start", ID2, "\"only\":\"one\"", ""),
+        EVENT("container", "start", ID2, "\"name\":7", ""),
+        "{\"Type\":\"container\",\"Action\":\"stop\",\"Actor\":{\"ID\":\"" ID
+        "\",\"Attributes\":\"none\"}}",
+    };
+    char *text = JOIN(events);
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+
+    expect_tail(r, "count=4 skipped=0 pending=0");
+    /* Non-strings and strings with NUL are left out; order is kept. */
+    assert_non_null(strstr(r, "name=second image=img [a=1] [name=first] "
+                              "[image=img] [name=second]\n"));
+    assert_int_equal(rec.seen[0].nattrs, 4);
+    /* The buffer is reused: the next event sees only its own. */
+    assert_non_null(strstr(r, "name=- image=- [only=one]\n"));
+    assert_int_equal(rec.seen[1].nattrs, 1);
+    /* A non-string name is no name. */
+    assert_int_equal(rec.seen[2].has_name, 0);
+    assert_int_equal(rec.seen[2].nattrs, 0);
+    assert_int_equal(rec.seen[3].action, EV_STOP);
+    assert_int_equal(rec.seen[3].nattrs, 0);
+    free(r);
+    free(text);
+}
+
+static void
+test_attributes_limit(void **state)
+{
+    struct events_limits lim = {.max_attrs = 4};
+    const char *four =
+        EVENT("container", "die", ID,
+              "\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\"", "");
+    const char *five =
+        EVENT("container", "die", ID,
+              "\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":5", "");
+    char *text, *r;
+    struct events_parser *p;
+    struct record rec;
+
+    r = run_all_chunks(four, &lim, NULL);
+    expect_tail(r, "count=1 skipped=0 pending=0");
+    free(r);
+    /* Non-string members count too: the bound is on the object. */
+    text = malloc(strlen(four) + strlen(five) + 1);
+    assert_non_null(text);
+    strcpy(text, four);
+    strcat(text, five);
+    r = run_all_chunks(text, &lim, NULL);
+    expect_tail(r, "count=1 skipped=0 pending=0 error 'Actor.Attributes has "
+                   "more than 4 members at byte 181'");
+    free(r);
+    free(text);
+
+    /* Sticky: a good event afterwards is refused too. */
+    memset(&rec, 0, sizeof rec);
+    p = events_parser_new(&lim, record_cb, &rec);
+    assert_non_null(p);
+    assert_int_equal(events_parser_feed(p, five, strlen(five)), -1);
+    assert_int_equal(events_parser_feed(p, four, strlen(four)), -1);
+    assert_int_equal(events_parser_count(p), 0);
+    assert_non_null(strstr(events_parser_error(p), "more than 4 members"));
+    events_parser_free(p);
+    free(rec.log.p);
+
+    /* Far beyond: the JSON layer stops it before the tree grows. */
+    {
+        char big[4096];
+        size_t i, n = 0;
+
+        n += (size_t)snprintf(big + n, sizeof big - n,
+                              "{\"Type\":\"container\",\"Action\":\"die\","
+                              "\"Actor\":{\"ID\":\"" ID "\",\"Attributes\":{");
+        for (i = 0; i < 100; i++)
+            n += (size_t)snprintf(big + n, sizeof big - n, "%s\"k%zu\":\"v\"",
+                                  i ? "," : "", i);
+        snprintf(big + n, sizeof big - n, "}}}\n");
+        r = run(big, strlen(big), 0, &lim, NULL);
+        expect_tail(r, "error 'object has more than 68 members at byte 800'");
+        free(r);
+    }
+}
+
+/* "été" with the escapes cut at every possible place. */
+static void
+test_split_escapes(void **state)
+{
+    const char *text =
+        EVENT("container", "create", ID,
+              "\"name\":\"\\u00e9t\\u00e9\",\"q\":\"a\\\"b\"", "");
+    size_t len = strlen(text), cut;
+    struct record rec;
+    char *whole = run_all_chunks(text, NULL, &rec);
+
+    assert_string_equal(rec.seen[0].name, "\xc3\xa9t\xc3\xa9");
+    assert_non_null(strstr(whole, "[q=a\"b]"));
+    /* Every cut inside the object (the text ends with "}\n"). */
+    for (cut = 1; cut < len - 1; cut++) {
+        struct record r2;
+        struct events_parser *p;
+
+        memset(&r2, 0, sizeof r2);
+        p = events_parser_new(NULL, record_cb, &r2);
+        assert_non_null(p);
+        assert_int_equal(events_parser_feed(p, text, cut), 0);
+        assert_int_equal(events_parser_count(p), 0);
+        assert_int_equal(events_parser_pending(p), cut);
+        assert_int_equal(events_parser_feed(p, text + cut, len - cut), 0);
+        assert_int_equal(events_parser_count(p), 1);
+        assert_int_equal(events_parser_pending(p), 0);
+        assert_string_equal(r2.seen[0].name, "\xc3\xa9t\xc3\xa9");
+        /* The same event line as in one piece. */
+        assert_int_equal(strncmp(whole, r2.log.p, strlen(r2.log.p)), 0);
+        assert_string_equal(whole + strlen(r2.log.p),
+                            "count=1 skipped=0 pending=0");
+        events_parser_free(p);
+        free(r2.log.p);
+    }
+    free(whole);
+}
+
+static void
+test_time_fallback(void **state)
+{
+    static const char *const events[] = {
+        EVENT("container", "start", ID, "", ",\"time\":5,\"timeNano\":6"),
+        EVENT("container", "start", ID, "", ",\"time\":5"),
+        EVENT("container", "start", ID, "", ",\"time\":5,\"timeNano\":1.5"),
+        EVENT("container", "start", ID, "", ",\"time\":5,\"timeNano\":\"7\""),
+        EVENT("container", "start", ID, "", ""),
+        EVENT("container", "start", ID, "", ",\"time\":1.5"),
+        EVENT("container", "start", ID, "", ",\"time\":9223372037"),
+        EVENT("container", "start", ID, "",
+              ",\"timeNano\":99999999999999999999,\"time\":-2"),
+    };
+    char *text = JOIN(events);
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+
+    expect_tail(r, "count=8 skipped=0 pending=0");
+    assert_true(rec.seen[0].time_nano == 6);
+    assert_true(rec.seen[1].time_nano == INT64_C(5000000000));
+    assert_true(rec.seen[2].time_nano == INT64_C(5000000000));
+    assert_true(rec.seen[3].time_nano == INT64_C(5000000000));
+    assert_true(rec.seen[4].time_nano == 0);
+    assert_true(rec.seen[5].time_nano == 0);
+    assert_true(rec.seen[6].time_nano == 0); /* would overflow */
+    assert_true(rec.seen[7].time_nano == INT64_C(-2000000000));
+    free(r);
+    free(text);
+}
+
+static void
+test_cut_stream(void **state)
+{
+    char *text = read_fixture("dockerd-20.10.24-run-exit42.jsonl");
+    const char *die = strstr(text, "{\"status\":\"die\"");
+    size_t keep = (size_t)(die - text) + 100;
+    struct record rec;
+    char *r;
+
+    r = run(text, keep, 0, NULL, &rec);
+    /* create, attach, start; connect skipped; die held back. */
+    expect_tail(r, "count=3 skipped=1 pending=100");
+    free(r);
+    /* Cut right after a newline: nothing pending. */
+    r = run(text, (size_t)(die - text), 7, NULL, NULL);
+    expect_tail(r, "count=3 skipped=1 pending=0");
+    free(r);
+    free(text);
+}
+
+static void
+test_no_separators(void **state)
+{
+    const char *text =
+        "{\"Type\":\"container\",\"Action\":\"start\",\"Actor\":{\"ID\":\"" ID
+        "\"}}{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{\"ID\":"
+        "\"" ID "\"}}  \r\n\t{\"Type\":\"container\",\"Action\":\"destroy\","
+        "\"Actor\":{\"ID\":\"" ID "\"}}";
+    char *r = run_all_chunks(text, NULL, NULL);
+
+    expect_tail(r, "count=3 skipped=0 pending=0");
+    free(r);
+}
+
+static void
+test_malformed(void **state)
+{
+    static const char *const events[] = {
+        EVENT("container", "start", ID, "", ""),
+        "{\"Type\":\"container\",,}\n",
+        EVENT("container", "die", ID, "", ""),
+    };
+    char *text = JOIN(events);
+    struct events_parser *p;
+    char *r = run_all_chunks(text, NULL, NULL);
+
+    /* The second ',' (offset 172) is where it breaks. */
+    expect_tail(r, "count=1 skipped=0 pending=0 error 'parse error: invalid "
+                   "object key (must be a string) at byte 173'");
+    free(r);
+    free(text);
+    p = events_parser_new(NULL, NULL, NULL);
+    assert_non_null(p);
+    assert_null(events_parser_error(p));
+    assert_int_equal(events_parser_feed(p, "]", 1), -1);
+    assert_non_null(events_parser_error(p));
+    assert_null(strchr(events_parser_error(p), '\n'));
+    assert_int_equal(events_parser_feed(p, "{}", 2), -1);
+    assert_int_equal(events_parser_skipped(p), 0);
+    events_parser_free(p);
+}
+
+static void
+test_event_limits(void **state)
+{
+    char *text = read_fixture("dockerd-20.10.24-run-exit42.jsonl");
+    struct events_limits small = {.max_event_bytes = 300};
+    struct events_limits shallow = {.max_depth = 3};
+    char *r;
+
+    /* The die line is the longest: 381 bytes. */
+    r = run_all_chunks(text, &small, NULL);
+    assert_non_null(strstr(r, "count=0 skipped=0 pending="));
+    assert_non_null(strstr(r, "error 'document exceeds 300 bytes at byte"));
+    free(r);
+    small.max_event_bytes = 381;
+    r = run_all_chunks(text, &small, NULL);
+    expect_tail(r, "count=5 skipped=2 pending=0");
+    free(r);
+    small.max_event_bytes = 380;
+    r = run_all_chunks(text, &small, NULL);
+    assert_non_null(strstr(r, "count=3 skipped=1"));
+    assert_non_null(strstr(r, "document exceeds 380 bytes"));
+    free(r);
+    /* Attributes sit at depth 3; one more level is refused. */
+    r = run_all_chunks(text, &shallow, NULL);
+    expect_tail(r, "count=5 skipped=2 pending=0");
+    free(r);
+    r = run_all_chunks(
+        EVENT("container", "die", ID, "\"x\":{\"y\":\"z\"}", ""), &shallow,
+        NULL);
+    assert_non_null(strstr(r, "error 'nesting deeper than 3 at byte"));
+    free(r);
+    /* Defaults: 256 KiB per event, depth 8. */
+    r = run_all_chunks("[[[[[[[[1]]]]]]]]", NULL, NULL);
+    expect_tail(r, "count=0 skipped=1 pending=0");
+    free(r);
+    r = run_all_chunks("[[[[[[[[[1]]]]]]]]]", NULL, NULL);
+    assert_non_null(strstr(r, "nesting deeper than 8"));
+    free(r);
+    free(text);
+}
+
+static void
+test_default_size_limit(void **state)
+{
+    static const char head[] = "{\"Type\":\"container\",\"Action\":\"start\","
+                               "\"Actor\":{\"ID\":\"" ID "\"},\"pad\":\"";
+    size_t n = 256 * 1024, fill = n - (sizeof head - 1) - 2, i;
+    char *text = malloc(n + 2);
+    struct events_parser *p;
+
+    assert_non_null(text);
+    memcpy(text, head, sizeof head - 1);
+    for (i = 0; i < fill; i++)
+        text[sizeof head - 1 + i] = 'x';
+    memcpy(text + n - 2, "\"}", 3);
+    p = events_parser_new(NULL, NULL, NULL);
+    assert_int_equal(events_parser_feed(p, text, n), 0);
+    assert_int_equal(events_parser_count(p), 1);
+    events_parser_free(p);
+    text[n - 2] = 'x';
+    memcpy(text + n - 1, "\"}", 3);
+    p = events_parser_new(NULL, NULL, NULL);
+    assert_int_equal(events_parser_feed(p, text, n + 1), -1);
+    assert_non_null(strstr(events_parser_error(p), "exceeds 262144 bytes"));
+    events_parser_free(p);
+    free(text);
+}
+
+/* A stream recorded byte for byte from dockerd 20.10.24 (API 1.41):
+ * docker run --label reapd.managed=true ... sh -c 'exit 42'; docker rm. */
+static void
+test_real_capture(void **state)
+{
+    char *text = read_fixture("dockerd-20.10.24-real-capture.jsonl");
+    struct record rec;
+    char *r = run_all_chunks(text, NULL, &rec);
+
+    (void)state;
+    expect_tail(r, "count=5 skipped=0 pending=0");
+    assert_int_equal(rec.seen[0].action, EV_CREATE);
+    assert_int_equal(rec.seen[2].action, EV_START);
+    assert_int_equal(rec.seen[3].action, EV_DIE);
+    assert_int_equal(rec.seen[3].has_exit_code, 1);
+    assert_int_equal(rec.seen[3].exit_code, 42);
+    assert_string_equal(rec.seen[3].id, ID);
+    assert_int_equal(rec.seen[4].action, EV_DESTROY);
+    free(r);
+    free(text);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_action_from_string),
+        cmocka_unit_test(test_recorded_stream),
+        cmocka_unit_test(test_real_capture),
+        cmocka_unit_test(test_new_api_shape),
+        cmocka_unit_test(test_legacy_fields_ignored),
+        cmocka_unit_test(test_type_filter),
+        cmocka_unit_test(test_invalid_ids),
+        cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_attributes),
+        cmocka_unit_test(test_attributes_limit),
+        cmocka_unit_test(test_split_escapes),
+        cmocka_unit_test(test_time_fallback),
+        cmocka_unit_test(test_cut_stream),
+        cmocka_unit_test(test_no_separators),
+        cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_event_limits),
+        cmocka_unit_test(test_default_size_limit),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
