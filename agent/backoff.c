@@ -12,9 +12,13 @@ backoff_delay_ms(unsigned attempt, uint64_t base_ms, uint64_t cap_ms,
 
     if (attempt == 0)
         attempt = 1;
-    /* Doubling stops at the cap, so this never overflows. */
-    for (i = 1; i < attempt && d < cap_ms; i++)
+    for (i = 1; i < attempt && d < cap_ms && d != 0; i++) {
+        if (d > UINT64_MAX / 2) {
+            d = cap_ms; /* doubling would pass any cap */
+            break;
+        }
         d *= 2;
+    }
     if (d > cap_ms)
         d = cap_ms;
     return d / 2 + (uint64_t)rnd % (d - d / 2 + 1);

@@ -92,6 +92,11 @@ reset_exit(struct lc *c)
 static void
 note_die(struct lc *c, const struct lc_obs *o)
 {
+    /* The engine's code for the exit being settled stays put: a replayed
+     * die without a code, or one arriving after the code was settled,
+     * must not rewrite what the report will compare against. */
+    if (c->die_seen && c->die_has_code && (!o->has_exit_code || c->exit_known))
+        return;
     c->die_seen = true;
     c->die_has_code = o->has_exit_code;
     c->die_code = o->exit_code;
@@ -101,8 +106,7 @@ note_die(struct lc *c, const struct lc_obs *o)
 
 /* An exit was observed for the current run: settle it. */
 static void
-begin_exit(struct lc *c, uint64_t now, struct lc_result *res,
-           const char *why)
+begin_exit(struct lc *c, uint64_t now, struct lc_result *res, const char *why)
 {
     c->exited = true;
     c->ran = true;
@@ -180,7 +184,8 @@ settle_from_event(struct lc *c)
 static void
 settle_from_inspect(struct lc *c, const struct lc_inspect *in)
 {
-    if (!in->has_exit_code)
+    /* ExitCode means something only once FinishedAt is set. */
+    if (!in->has_exit_code || !in->finished)
         return;
     /* A source higher in the order (containerd) is never overwritten. */
     if (!c->exit_known || c->source == LC_SRC_EVENT) {
@@ -197,6 +202,13 @@ settle_from_inspect(struct lc *c, const struct lc_inspect *in)
 static void
 after_settle(struct lc *c, struct lc_result *res)
 {
+    if (c->destroy_seen) {
+        /* Already removed by someone else (the inspect answer predates
+         * the destroy): nothing to keep or remove, only to confirm. */
+        go(c, res, LC_CONFIRMING, "exit settled; already destroyed");
+        poll_later(c, res, 0);
+        return;
+    }
     if (c->p.action == POLICY_KEEP) {
         push(res, ACT_DEADLINES_CANCEL, 0, 0);
         push(res, ACT_STEP_CANCEL, 0, 0);
@@ -334,6 +346,12 @@ on_found(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         if (live && o->inspect.run != LC_RUN_CREATED)
             back_to_running(c, res, "relist: running again");
         return;
+    case LC_DELAYING:
+    case LC_QUEUED:
+        /* Its start event was missed: removing it now would kill it. */
+        if (live && o->inspect.run != LC_RUN_CREATED)
+            back_to_running(c, res, "relist: running again");
+        return;
     default:
         return;
     }
@@ -455,21 +473,18 @@ on_inspect_gone(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 }
 
 static void
-on_inspect_failed(struct lc *c, const struct lc_obs *o,
-                  struct lc_result *res)
+on_inspect_failed(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
     if (c->state != LC_SETTLING && c->state != LC_CONFIRMING)
         return;
     c->inspect_failures++;
     /* A slow or failed inspect never ends the wait; it is retried. */
-    push(res, ACT_STEP_TIMER, retry_delay(c, c->inspect_failures, o->rnd),
-         0);
+    push(res, ACT_STEP_TIMER, retry_delay(c, c->inspect_failures, o->rnd), 0);
     res->reason = "inspect failed; retrying";
 }
 
 static void
-on_delete_result(struct lc *c, const struct lc_obs *o,
-                 struct lc_result *res)
+on_delete_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
     if (c->state != LC_REMOVING)
         return; /* stale: we moved on while it was in flight */
@@ -495,8 +510,8 @@ on_delete_result(struct lc *c, const struct lc_obs *o,
     default:
         c->delete_failures++;
         c->anomalies |= LC_AN_DELETE_RETRIED;
-        push(res, ACT_STEP_TIMER,
-             retry_delay(c, c->delete_failures, o->rnd), 0);
+        push(res, ACT_STEP_TIMER, retry_delay(c, c->delete_failures, o->rnd),
+             0);
         res->reason = "DELETE failed; retrying";
         return;
     }
@@ -554,12 +569,20 @@ on_giveup(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     if (!in_cleanup(c->state))
         return;
     c->anomalies |= LC_AN_GAVE_UP;
+    settle_from_event(c);
     drop_slot(c, res);
     push(res, ACT_STEP_CANCEL, 0, 0);
     push(res, ACT_DEADLINES_CANCEL, 0, 0);
     c->removed = false;
     c->cleanup_ms =
         o->now_ms >= c->exited_at_ms ? o->now_ms - c->exited_at_ms : 0;
+    if (c->destroy_seen) {
+        /* No further event will come to retire the record. */
+        go(c, res, LC_DONE, "gave up after give_up_after_ms; destroyed");
+        push(res, ACT_REPORT, 0, 0);
+        push(res, ACT_FORGET, 0, 0);
+        return;
+    }
     go(c, res, LC_ABANDONED, "gave up after give_up_after_ms");
     push(res, ACT_REPORT, 0, 0);
 }
@@ -657,9 +680,8 @@ const char *
 lc_state_name(enum lc_state s)
 {
     static const char *const names[LC_NSTATES] = {
-        "running",    "settling", "delaying", "queued",
-        "removing",   "confirming", "kept",   "abandoned",
-        "done",
+        "running",    "settling", "delaying",  "queued", "removing",
+        "confirming", "kept",     "abandoned", "done",
     };
     return (unsigned)s < LC_NSTATES ? names[s] : "invalid";
 }
@@ -668,12 +690,10 @@ const char *
 lc_obs_name(enum lc_obs_kind k)
 {
     static const char *const names[OBS_NKINDS] = {
-        "event_start",     "event_die",       "event_destroy",
-        "found",           "absent",          "inspect",
-        "inspect_gone",    "inspect_failed",  "delete_done",
-        "delete_gone",     "delete_conflict", "delete_failed",
-        "slot",            "timer_step",      "timer_warn",
-        "timer_giveup",
+        "event_start", "event_die",   "event_destroy",   "found",
+        "absent",      "inspect",     "inspect_gone",    "inspect_failed",
+        "delete_done", "delete_gone", "delete_conflict", "delete_failed",
+        "slot",        "timer_step",  "timer_warn",      "timer_giveup",
     };
     return (unsigned)k < OBS_NKINDS ? names[k] : "invalid";
 }
