@@ -491,6 +491,9 @@ fake_engine_add(struct fake_engine *fe, const char *id, const char *name,
                  labels_json ? labels_json : "{}");
         snprintf(c->state, sizeof(c->state), "%s",
                  state ? state : "running");
+        /* An engine that shows a container exited also knows when. */
+        c->finished = state != NULL && (strcmp(state, "exited") == 0 ||
+                                        strcmp(state, "dead") == 0);
         if (emit_events) {
             emit(fe, c, "create", NULL);
             emit(fe, c, "start", NULL);
