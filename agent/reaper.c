@@ -225,7 +225,7 @@ set_meta(struct rec *c, const char *name, const char *image,
             copy[i].key = strdup(labels[i].key);
             copy[i].value = strdup(labels[i].value);
             if (copy[i].key == NULL || copy[i].value == NULL) {
-                for (; ; i--) {
+                for (;; i--) {
                     free(copy[i].key);
                     free(copy[i].value);
                     if (i == 0)
@@ -423,6 +423,25 @@ disarm(struct event *ev)
 
 /* ---- reports ---------------------------------------------------------- */
 
+/*
+ * Exit to confirmed cleanup. The engine's FinishedAt is the real exit;
+ * reapd may learn of it much later (dockerd emits die only after its own
+ * task deletion finished or timed out), and that wait is exactly what an
+ * operator needs to see. Same host, same clock. Without FinishedAt, the
+ * time since reapd saw the exit.
+ */
+static uint64_t
+cleanup_ms(const struct rec *c)
+{
+    int64_t fin, now = report_now_ms();
+
+    if (c->finished_at != NULL &&
+        report_parse_time(c->finished_at, &fin) == 0 && now >= fin &&
+        (uint64_t)(now - fin) >= c->lc.cleanup_ms)
+        return (uint64_t)(now - fin);
+    return c->lc.cleanup_ms;
+}
+
 static void
 make_report(struct rec *c)
 {
@@ -457,14 +476,14 @@ make_report(struct rec *c)
     rep.finished_at = c->finished_at;
     rep.removed = lc->removed;
     rep.task_deleted = -1; /* no containerd channel in this build */
-    rep.cleanup_ms = lc->cleanup_ms;
+    rep.cleanup_ms = cleanup_ms(c);
     rep.delete_attempts = lc->delete_attempts;
     for (bit = 1; bit != 0 && n < 16; bit <<= 1)
         if ((lc->anomalies & bit) && lc_anomaly_name(bit) != NULL)
             anomalies[n++] = lc_anomaly_name(bit);
     rep.anomalies = anomalies;
     rep.nanomalies = n;
-    rep.removed_by = !lc->removed ? NULL
+    rep.removed_by = !lc->removed        ? NULL
                      : lc->removed_by_us ? "reapd"
                                          : "other";
     report_now_rfc3339(now, sizeof(now));
@@ -519,8 +538,8 @@ apply(struct rec *c, const struct lc_result *res)
     size_t i;
 
     if (res->from != res->to)
-        log_transition(c->id, lc_state_name(res->from),
-                       lc_state_name(res->to), res->reason);
+        log_transition(c->id, lc_state_name(res->from), lc_state_name(res->to),
+                       res->reason);
     else if (res->reason != NULL)
         log_debug(c->id, "%s: %s", lc_state_name(res->to), res->reason);
 
@@ -537,8 +556,8 @@ apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_DELETE:
-            c->delete_req = docker_delete(r->d, c->id, c->force, c->volumes,
-                                          on_delete, c);
+            c->delete_req =
+                docker_delete(r->d, c->id, c->force, c->volumes, on_delete, c);
             if (c->delete_req == NULL) {
                 c->lc.delete_inflight = false;
                 arm(c, &c->step, on_step, 1000);
@@ -653,8 +672,8 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     struct lc_obs pend[MAX_PENDING], o;
     size_t npend = c->npend, i;
 
-    a = policy_decide(&cfg->policies, c->name, c->image, c->labels,
-                      c->nlabels, &p);
+    a = policy_decide(&cfg->policies, c->name, c->image, c->labels, c->nlabels,
+                      &p);
     if (a == POLICY_IGNORE) {
         c->kind = R_IGNORED;
         c->npend = 0;
@@ -866,9 +885,9 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
 
     r->relist_req = NULL;
     if (st != DOCKER_OK) {
-        uint64_t ms = backoff_delay_ms(++r->relist_failures, 250,
-                                       (uint64_t)r->cfg->docker_reconnect_max_ms,
-                                       backoff_rand(&r->rnd));
+        uint64_t ms = backoff_delay_ms(
+            ++r->relist_failures, 250,
+            (uint64_t)r->cfg->docker_reconnect_max_ms, backoff_rand(&r->rnd));
 
         log_warn(NULL, "relist failed: %s; retrying in %llu ms", msg,
                  (unsigned long long)ms);
@@ -947,8 +966,9 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
     }
     r->ntombs = 0;
     if (!r->relisted)
-        log_info(NULL, "reconciled with the engine: %zu containers listed, "
-                       "%zu tracked",
+        log_info(NULL,
+                 "reconciled with the engine: %zu containers listed, "
+                 "%zu tracked",
                  n, r->nrecs);
     r->relisted = true;
 }

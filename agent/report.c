@@ -44,6 +44,59 @@ report_make_id(struct report *r, const char *exit_key)
              (unsigned long long)a, (unsigned long long)b);
 }
 
+int
+report_parse_time(const char *s, int64_t *ms)
+{
+    struct tm tm;
+    int n = 0, sign = 1, oh = 0, om = 0;
+    int64_t frac_ms = 0, scale = 100;
+    time_t t;
+    const char *p;
+
+    if (s == NULL)
+        return -1;
+    memset(&tm, 0, sizeof(tm));
+    if (sscanf(s, "%4d-%2d-%2dT%2d:%2d:%2d%n", &tm.tm_year, &tm.tm_mon,
+               &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &n) != 6 ||
+        n != 19)
+        return -1;
+    p = s + n;
+    if (*p == '.') {
+        for (p++; *p >= '0' && *p <= '9'; p++) {
+            frac_ms += (*p - '0') * scale;
+            scale /= 10;
+        }
+    }
+    if (*p == 'Z' && p[1] == '\0') {
+        /* UTC */
+    } else if ((*p == '+' || *p == '-') &&
+               sscanf(p + 1, "%2d:%2d", &oh, &om) == 2 && strlen(p) == 6) {
+        sign = *p == '-' ? -1 : 1;
+    } else {
+        return -1;
+    }
+    if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 ||
+        tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60 || oh > 23 ||
+        om > 59)
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    t = timegm(&tm);
+    if (t == (time_t)-1)
+        return -1;
+    *ms = (int64_t)t * 1000 + frac_ms - sign * (oh * 3600 + om * 60) * 1000;
+    return 0;
+}
+
+int64_t
+report_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void
 report_now_rfc3339(char *buf, size_t len)
 {

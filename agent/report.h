@@ -54,6 +54,13 @@ void report_make_id(struct report *r, const char *exit_key);
  * with its length in *len, or NULL on allocation failure. */
 char *report_to_json(const struct report *r, size_t *len);
 
+/* RFC 3339 ("2026-12-02T12:22:57.864550554Z", or with a +hh:mm offset)
+ * to milliseconds since the epoch. 0, or -1 if malformed. */
+int report_parse_time(const char *s, int64_t *ms);
+
+/* Milliseconds since the epoch, now (CLOCK_REALTIME). */
+int64_t report_now_ms(void);
+
 /* Current UTC time as RFC 3339 with milliseconds into buf (>= 32). */
 void report_now_rfc3339(char *buf, size_t len);
 

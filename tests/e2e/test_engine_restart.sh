@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# dockerd crashes (SIGKILL) while a managed container runs; the container
+# exits while the engine is down; the engine comes back. reapd, still
+# running, must reconnect on its own and report the container once, and
+# report containers that exit after the restart.
+#
+# Measured with dockerd 20.10.24 (no live-restore): the shim keeps the exit
+# status while dockerd and its containerd are down, so after the restart
+# inspect says "exited 9" (the true code), and the engine emits NO die event
+# for it: reapd has to find it by reconciling after it reconnects.
+# Usage: bash tests/e2e/test_engine_restart.sh /path/to/reapd
+# shellcheck disable=SC2016  # jq programs: $names are jq variables
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+
+engine_start
+image_build
+reapd_start "$REAPD_BIN"
+
+c=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'sleep 3; exit 9')
+cpid=$(dk inspect -f '{{.State.Pid}}' "$c")
+[ "$cpid" -gt 0 ] || fail "container C is not running (pid '$cpid')"
+log "C ${c:0:12} runs as pid $cpid"
+
+engine_kill9
+# reapd notices the lost event stream.
+wait_until 15 "reapd /readyz to leave 200 while the engine is down" reapd_not_ready
+log "reapd /readyz: $(readyz_code) while the engine is down"
+# C exits (its shim lives on) while the engine is down.
+wait_until 15 "C's process to exit" pid_gone "$cpid"
+log "C exited while the engine was down"
+pid_alive "$REAPD_PID" || fail "reapd died while the engine was down"
+
+engine_restart
+wait_ready 60
+log "reapd ready again"
+
+line_c=$(wait_report "$c" 60)
+log "C report: $line_c"
+assert_report_basic "$line_c" "$c"
+assert_json "$line_c" '(.exit_code | type) == "number"' "C exit_code is an integer"
+# What the restarted engine truthfully says (inspect: exited 9).
+assert_json "$line_c" '.exit_code == 9' "C exit_code (engine after restore: exited 9)"
+# No die event is emitted for a container that exited while the engine was
+# down.
+assert_json "$line_c" '.engine_exit_code == null' "C engine_exit_code (no die event seen)"
+assert_gone "$c"
+
+# Proof of reconnection: a container started after the restart.
+d=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'exit 4')
+line_d=$(wait_report "$d" 30)
+log "D report: $line_d"
+assert_report_basic "$line_d" "$d"
+assert_json "$line_d" '.exit_code == 4' "D exit_code"
+assert_json "$line_d" '.engine_exit_code == 4' "D engine_exit_code"
+assert_gone "$d"
+assert_no_task "$c" 5
+assert_no_task "$d" 5
+
+assert_eq 1 "$(report_count "$c")" "number of report lines for C"
+assert_eq 1 "$(report_count "$d")" "number of report lines for D"
+
+e2e_pass

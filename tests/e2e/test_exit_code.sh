@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A managed container's true exit code is reported, the container removed;
+# an unmanaged one is left alone and not reported.
+# Usage: bash tests/e2e/test_exit_code.sh /path/to/reapd
+# shellcheck disable=SC2016  # jq programs: $names are jq variables
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+
+engine_start
+image_build
+reapd_start "$REAPD_BIN"
+
+# Unmanaged first: by the time the managed one is reported, reapd has seen
+# this one's die event for sure (events arrive in order).
+unmanaged=$(run_ctr --name "e2e-unmanaged-$$" "$IMAGE" sh -c 'exit 3')
+assert_eq 3 "$(dk wait "$unmanaged")" "unmanaged container's exit code (docker wait)"
+
+name="e2e-exit42-$$"
+managed=$(run_ctr --name "$name" --label reapd.managed=true --label team=e2e \
+  "$IMAGE" sh -c 'exit 42')
+[[ $managed =~ ^[0-9a-f]{64}$ ]] || fail "docker run gave no full id: $managed"
+log "managed ${managed:0:12}, unmanaged ${unmanaged:0:12}"
+
+line=$(wait_report "$managed" 30)
+log "report: $line"
+
+assert_report_basic "$line" "$managed"
+assert_json "$line" '.container_id | test("^[0-9a-f]{64}$")' "container_id is 64 hex"
+assert_json "$line" '.exit_code == 42' "exit_code"
+assert_json "$line" '.exit_code_source == "inspect"' "exit_code_source"
+assert_json "$line" '.engine_exit_code == 42' "engine_exit_code"
+assert_json "$line" --arg n "$name" '.name == $n' "name (without leading slash)"
+assert_json "$line" '.image == "reapd-test:1"' "image"
+assert_json "$line" '(.labels | type) == "object"' "labels is an object"
+assert_json "$line" '.labels["reapd.managed"] == "true"' "labels contain reapd.managed"
+assert_json "$line" '.labels.team == "e2e"' "labels contain team"
+assert_json "$line" '(.delete_attempts | type) == "number" and .delete_attempts >= 1' "delete_attempts >= 1"
+assert_json "$line" '(.cleanup_ms | type) == "number" and .cleanup_ms >= 0' "cleanup_ms"
+assert_json "$line" '.oom_killed == false' "oom_killed"
+assert_json "$line" '.task_deleted == null' "task_deleted is null with containerd off"
+assert_json "$line" '(.started_at | type) == "string" and (.finished_at | type) == "string"' \
+  "started_at/finished_at"
+assert_json "$line" '(.finished_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}"))' \
+  "finished_at is RFC 3339"
+
+assert_gone "$managed"
+assert_no_task "$managed" 5
+
+# The unmanaged container is untouched and unreported.
+assert_present "$unmanaged"
+assert_eq "exited 3" "$(dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$unmanaged")" \
+  "unmanaged container state"
+assert_no_report "$unmanaged"
+assert_one_report_id "$managed"
+other=$(jq -cR --arg id "$managed" 'fromjson? | select(.container_id != $id)' "$(REPORTS)")
+[ -z "$other" ] || fail "reports for other containers: $other"
+
+e2e_pass

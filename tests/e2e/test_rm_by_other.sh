@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Containers removed by someone else (docker run --rm, docker rm -f) are
+# still reported, as removed, without errors.
+# Usage: bash tests/e2e/test_rm_by_other.sh /path/to/reapd
+# shellcheck disable=SC2016  # jq programs: $names are jq variables
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+
+engine_start
+image_build
+reapd_start "$REAPD_BIN"
+
+# 1. --rm: the engine removes the container right after its die event.
+a=$(run_ctr --rm --label reapd.managed=true "$IMAGE" sh -c 'exit 6')
+log "A (--rm) ${a:0:12}"
+line_a=$(wait_report "$a" 30)
+log "A report: $line_a"
+assert_report_basic "$line_a" "$a"
+assert_json "$line_a" '.exit_code == 6' "A exit_code"
+assert_json "$line_a" '.exit_code_source == "event" or .exit_code_source == "inspect"' \
+  "A exit_code_source"
+assert_json "$line_a" '.engine_exit_code == 6' "A engine_exit_code"
+assert_gone "$a"
+
+# 2. docker rm -f while running: the engine kills it (die event exitCode
+# 137, measured) and destroys it.
+b=$(run_ctr --label reapd.managed=true "$IMAGE" sleep 600)
+assert_eq true "$(dk inspect -f '{{.State.Running}}' "$b")" "B running"
+dk rm -f "$b" >/dev/null
+log "B ${b:0:12} removed with docker rm -f"
+line_b=$(wait_report "$b" 30)
+log "B report: $line_b"
+assert_report_basic "$line_b" "$b"
+assert_json "$line_b" '.exit_code == 137' "B exit_code (killed by SIGKILL)"
+assert_json "$line_b" '.engine_exit_code == 137' "B engine_exit_code"
+assert_gone "$b"
+assert_no_task "$a" 5
+assert_no_task "$b" 5
+
+assert_one_report_id "$a"
+assert_one_report_id "$b"
+assert_log_clean
+
+e2e_pass
