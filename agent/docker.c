@@ -48,6 +48,9 @@ struct docker {
     uint64_t reconnects;
     uint64_t nevents;
     bool subscribed_once;
+    bool feeding;      /* inside events_parser_feed */
+    bool parser_dead;  /* free the parser once the feed returns */
+    bool free_pending; /* docker_free ran from an event callback */
     char lost_why[256];
 };
 
@@ -91,6 +94,18 @@ docker_valid_id(const char *s)
 
 /* ---- parsing ---------------------------------------------------------- */
 
+/* The string value when it holds no NUL byte (a "\u0000" inside would
+ * make C string functions see only a prefix: "reapd.managed\u0000x" must
+ * not pass as "reapd.managed"). Else NULL. */
+static const char *
+cstr(const struct json_node *n)
+{
+    const char *s = json_string(n);
+
+    return s != NULL && strlen(s) == n->len ? s : NULL;
+}
+
+
 static int
 api_number(const char *v)
 {
@@ -116,8 +131,8 @@ docker_parse_version(const char *body, size_t len, char *out, size_t outlen,
     root = json_parse(body, len, &lim, 0, err, errlen, NULL);
     if (root == NULL)
         return -1;
-    srv = json_string(json_get(root, "ApiVersion"));
-    min = json_string(json_get(root, "MinAPIVersion"));
+    srv = cstr(json_get(root, "ApiVersion"));
+    min = cstr(json_get(root, "MinAPIVersion"));
     nsrv = api_number(srv);
     nmin = min != NULL ? api_number(min) : nsrv;
     if (nsrv < 0 || nmin < 0) {
@@ -151,7 +166,7 @@ take_labels(const struct json_node *obj, struct label *labels)
     for (i = 0; i < obj->count; i++) {
         const struct json_node *m = obj->items[i];
 
-        if (m->type != JSON_STRING)
+        if (cstr(m) == NULL || strlen(m->key) != m->key_len)
             continue;
         labels[n].key = (char *)m->key;
         labels[n].value = (char *)m->str;
@@ -228,7 +243,7 @@ docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
     root = json_parse(body, len, &lim, 0, err, errlen, NULL);
     if (root == NULL)
         return -1;
-    id = json_string(json_get(root, "Id"));
+    id = cstr(json_get(root, "Id"));
     cfg = json_get(root, "Config");
     st = json_get(root, "State");
     if (!docker_valid_id(id) || st == NULL || st->type != JSON_OBJECT) {
@@ -246,12 +261,12 @@ docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
     c = &p->items[0];
     p->n = 1;
     memcpy(c->id, id, 65);
-    name = json_string(json_get(root, "Name"));
+    name = cstr(json_get(root, "Name"));
     c->name = name != NULL && name[0] == '/' ? name + 1 : name;
-    c->image = json_string(json_get(cfg, "Image"));
+    c->image = cstr(json_get(cfg, "Image"));
     c->labels = p->labels;
     c->nlabels = take_labels(labels, p->labels);
-    status = json_string(json_get(st, "Status"));
+    status = cstr(json_get(st, "Status"));
     if (lc_run_parse(status, &c->state.run) != 0) {
         snprintf(err, errlen, "inspect: unknown State.Status \"%.40s\"",
                  status ? status : "(none)");
@@ -264,8 +279,8 @@ docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
         c->state.exit_code = (int)code;
     }
     c->state.oom_killed = json_true(json_get(st, "OOMKilled"));
-    c->started_at = time_or_null(json_string(json_get(st, "StartedAt")));
-    c->finished_at = time_or_null(json_string(json_get(st, "FinishedAt")));
+    c->started_at = time_or_null(cstr(json_get(st, "StartedAt")));
+    c->finished_at = time_or_null(cstr(json_get(st, "FinishedAt")));
     c->state.finished = c->finished_at != NULL;
     *ctx = p;
     *out = c;
@@ -304,8 +319,8 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
     for (i = 0; i < root->count; i++) {
         const struct json_node *it = root->items[i], *names;
         struct docker_container *c = &p->items[p->n];
-        const char *id = json_string(json_get(it, "Id"));
-        const char *state = json_string(json_get(it, "State"));
+        const char *id = cstr(json_get(it, "Id"));
+        const char *state = cstr(json_get(it, "State"));
         const char *name = NULL;
 
         if (!docker_valid_id(id) || lc_run_parse(state, &c->state.run)) {
@@ -315,9 +330,9 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
         memcpy(c->id, id, 65);
         names = json_get(it, "Names");
         if (names != NULL && names->type == JSON_ARRAY && names->count > 0)
-            name = json_string(names->items[0]);
+            name = cstr(names->items[0]);
         c->name = name != NULL && name[0] == '/' ? name + 1 : name;
-        c->image = json_string(json_get(it, "Image"));
+        c->image = cstr(json_get(it, "Image"));
         c->labels = p->labels + lab;
         c->nlabels = take_labels(json_get(it, "Labels"), p->labels + lab);
         lab += c->nlabels;
@@ -357,7 +372,7 @@ error_message(const struct http_response *res, const char *what, char *buf,
     }
     if (res->body != NULL && res->body_len > 0)
         root = json_parse(res->body, res->body_len, &lim, 0, NULL, 0, NULL);
-    m = json_string(json_get(root, "message"));
+    m = cstr(json_get(root, "message"));
     snprintf(buf, len, "%s: HTTP %ld%s%.200s", what, res->status,
              m ? ": " : "", m ? m : "");
     json_free(root);
@@ -574,10 +589,23 @@ static int
 on_events_data(const char *buf, size_t len, void *arg)
 {
     struct docker *d = arg;
+    int rc;
 
     if (d->phase != W_OPEN)
         return 0; /* an error body; on_done reports the status */
-    if (events_parser_feed(d->parser, buf, len) != 0) {
+    d->feeding = true;
+    rc = events_parser_feed(d->parser, buf, len);
+    d->feeding = false;
+    if (d->parser_dead) {
+        /* docker_watch_stop ran from an event callback. */
+        events_parser_free(d->parser);
+        d->parser = NULL;
+        d->parser_dead = false;
+        if (d->free_pending)
+            docker_free(d);
+        return -1;
+    }
+    if (rc != 0) {
         log_error(NULL, "events stream: %s; reconnecting",
                   events_parser_error(d->parser));
         return -1;
@@ -713,8 +741,14 @@ docker_watch_stop(struct docker *d)
         d->wcall = NULL;
     }
     if (d->parser != NULL) {
-        events_parser_free(d->parser);
-        d->parser = NULL;
+        /* Never free the parser under its own feed (yajl is on the
+         * stack); on_events_data frees it when the feed returns. */
+        if (d->feeding)
+            d->parser_dead = true;
+        else
+            events_parser_free(d->parser);
+        if (!d->feeding)
+            d->parser = NULL;
     }
     d->phase = W_IDLE;
 }
@@ -777,6 +811,14 @@ docker_free(struct docker *d)
         return;
     if (d->wtimer != NULL)
         docker_watch_stop(d);
+    if (d->feeding) {
+        /* Called from an event callback: the feed below us still uses
+         * `d`; on_events_data finishes the job when it returns. */
+        while (d->reqs != NULL)
+            docker_cancel(d->reqs);
+        d->free_pending = true;
+        return;
+    }
     while (d->reqs != NULL)
         docker_cancel(d->reqs);
     if (d->wtimer != NULL)

@@ -37,6 +37,24 @@ struct status {
     char *unix_path;
 };
 
+/* Sends `buf` (may be NULL); HEAD gets the headers only, so a client
+ * pipelining HEAD then GET is not handed a body it did not ask for. */
+static void
+reply(struct evhttp_request *req, int code, const char *reason,
+      struct evbuffer *buf)
+{
+    if (buf != NULL &&
+        evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        char len[32];
+
+        snprintf(len, sizeof(len), "%zu", evbuffer_get_length(buf));
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Content-Length", len);
+        evbuffer_drain(buf, evbuffer_get_length(buf));
+    }
+    evhttp_send_reply(req, code, reason, buf);
+}
+
 static void
 send_json(struct evhttp_request *req, int code, const char *reason,
           yajl_gen g)
@@ -54,7 +72,7 @@ send_json(struct evhttp_request *req, int code, const char *reason,
     evbuffer_add(buf, "\n", 1);
     evhttp_add_header(evhttp_request_get_output_headers(req),
                       "Content-Type", "application/json");
-    evhttp_send_reply(req, code, reason, buf);
+    reply(req, code, reason, buf);
     evbuffer_free(buf);
 }
 
@@ -241,7 +259,7 @@ serve_metrics(struct status *s, struct evhttp_request *req)
                         (unsigned long long)st.deletes_failed);
     evhttp_add_header(evhttp_request_get_output_headers(req),
                       "Content-Type", "text/plain; version=0.0.4");
-    evhttp_send_reply(req, 200, "OK", b);
+    reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
 
@@ -295,15 +313,26 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
 {
     struct sockaddr_un sa;
     struct evconnlistener *lev;
+    struct stat st;
 
-    if (strlen(path) >= sizeof(sa.sun_path)) {
-        log_error(NULL, "status: unix socket path too long: %s", path);
+    if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path)) {
+        log_error(NULL, "status: unix socket path must be absolute and "
+                        "shorter than %zu bytes: \"%s\"",
+                  sizeof(sa.sun_path), path);
         return -1;
+    }
+    /* Only a stale socket of an earlier run may be replaced; anything
+     * else at that path (a typo pointing at a file) is left alone. */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            log_error(NULL, "status: %s exists and is not a socket", path);
+            return -1;
+        }
+        unlink(path);
     }
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;
     strcpy(sa.sun_path, path);
-    unlink(path); /* a stale socket from an earlier run */
     lev = evconnlistener_new_bind(base, NULL, NULL,
                                   LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
                                   128, (struct sockaddr *)&sa, sizeof(sa));

@@ -59,9 +59,11 @@ struct fake_engine {
     int delay_ms[FAKE_NOPS];
     char delay_id[65];
     int deletes_now, deletes_max;
+    struct pending *pendings; /* answers not yet sent */
 };
 
 struct pending {
+    struct pending *next;
     struct fake_engine *fe;
     struct evhttp_request *req;
     enum fake_op op;
@@ -245,12 +247,24 @@ answer(struct fake_engine *fe, struct evhttp_request *req, enum fake_op op,
 }
 
 static void
+pending_unlink(struct pending *p)
+{
+    struct pending **pp = &p->fe->pendings;
+
+    while (*pp != NULL && *pp != p)
+        pp = &(*pp)->next;
+    if (*pp == p)
+        *pp = p->next;
+}
+
+static void
 on_pending(evutil_socket_t fd, short what, void *arg)
 {
     struct pending *p = arg;
 
     (void)fd;
     (void)what;
+    pending_unlink(p);
     if (p->is_delete)
         p->fe->deletes_now--;
     answer(p->fe, p->req, p->op, p->id);
@@ -399,6 +413,8 @@ on_request(struct evhttp_request *req, void *arg)
             fe->deletes_max = fe->deletes_now;
         p->timer = evtimer_new(fe->base, on_pending, p);
         evtimer_add(p->timer, &tv);
+        p->next = fe->pendings;
+        fe->pendings = p;
         return;
     }
     if (op == FAKE_DELETE && fe->deletes_max < 1)
@@ -451,6 +467,14 @@ fake_engine_free(struct fake_engine *fe)
 
     if (fe == NULL)
         return;
+    /* Answers never sent: their requests go with evhttp_free below. */
+    while (fe->pendings != NULL) {
+        struct pending *p = fe->pendings;
+
+        fe->pendings = p->next;
+        event_free(p->timer);
+        free(p);
+    }
     /* Ending the open replies lets evhttp_free release their requests,
      * also those whose client already went away. */
     for (i = 0; i < MAX_STREAMS; i++) {

@@ -1,0 +1,1272 @@
+/*
+ * test_loop — the libevent + libcurl multi glue in agent/loop.c, driven
+ * for real: a small evhttp server listens on 127.0.0.1 (an ephemeral
+ * port) and on a unix socket, on the loop's own event_base, so every
+ * request crosses a real socket and every callback runs from the loop.
+ *
+ * What must hold: buffered and streamed bodies arrive whole and in order,
+ * every failure maps to its http_error, and a call can be cancelled or a
+ * new one started from inside any callback without a crash, a leak or a
+ * stray callback afterwards.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "loop.h"
+
+#define STREAM_CHUNKS 5
+#define MAX_PENDING   128
+
+/* ---- the test server -------------------------------------------------- */
+
+/* A request the server answers later (a stream) or never. */
+struct pend {
+    struct srv *s;
+    struct evhttp_request *req;
+    struct evhttp_connection *conn;
+    struct event *timer;
+    int chunks_left; /* stream: chunks still to send; -1 = never answer */
+    int sent;
+    int owned; /* the client left: evhttp detached it, ours to free */
+    int used;
+};
+
+struct srv {
+    struct event_base *base;
+    struct evhttp *http;
+    int port;
+    char dir[64];
+    char sock[96];
+    int freeing;
+    struct pend pend[MAX_PENDING];
+    int stream_interval_ms;
+    int stream_forever; /* /stream keeps going until the client leaves */
+    /* What the last /echo request carried, for the tests to check. */
+    char echo_method[16];
+    char echo_body[256];
+    char echo_hdr[64];
+    char echo_ctype[64];
+    int nrequests;
+    int nstreams_open;
+    int nclosed; /* pending requests whose client went away */
+};
+
+static struct pend *
+pend_new(struct srv *s, struct evhttp_request *req)
+{
+    int i;
+
+    for (i = 0; i < MAX_PENDING; i++) {
+        if (!s->pend[i].used) {
+            struct pend *p = &s->pend[i];
+
+            memset(p, 0, sizeof(*p));
+            p->used = 1;
+            p->s = s;
+            p->req = req;
+            p->conn = evhttp_request_get_connection(req);
+            return p;
+        }
+    }
+    fail_msg("test server: too many pending requests");
+    return NULL;
+}
+
+static void
+pend_drop(struct pend *p)
+{
+    if (p->timer != NULL)
+        event_free(p->timer);
+    p->timer = NULL;
+    p->used = 0;
+}
+
+/*
+ * The client closed a connection. evhttp detaches a request still being
+ * answered (evcon NULL) and leaves it to us; one still attached is freed
+ * by evhttp with the connection.
+ */
+static void
+on_conn_close(struct evhttp_connection *conn, void *arg)
+{
+    struct srv *s = arg;
+    int i;
+
+    if (s->freeing)
+        return;
+    for (i = 0; i < MAX_PENDING; i++) {
+        struct pend *p = &s->pend[i];
+
+        if (!p->used || p->conn != conn || p->owned)
+            continue;
+        s->nclosed++;
+        if (p->chunks_left >= 0)
+            s->nstreams_open--;
+        if (p->timer != NULL)
+            evtimer_del(p->timer);
+        if (evhttp_request_get_connection(p->req) == NULL)
+            p->owned = 1; /* freed in srv_free */
+        else
+            pend_drop(p);
+    }
+}
+
+static void
+on_stream_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct pend *p = arg;
+    struct evbuffer *b;
+    struct timeval tv = {0, p->s->stream_interval_ms * 1000};
+
+    (void)fd;
+    (void)what;
+    if (p->chunks_left == 0) {
+        p->s->nstreams_open--;
+        evhttp_send_reply_end(p->req);
+        pend_drop(p);
+        return;
+    }
+    b = evbuffer_new();
+    evbuffer_add_printf(b, "chunk%d\n", p->sent);
+    evhttp_send_reply_chunk(p->req, b);
+    evbuffer_free(b);
+    p->sent++;
+    if (!p->s->stream_forever)
+        p->chunks_left--;
+    evtimer_add(p->timer, &tv);
+}
+
+static void
+reply_text(struct evhttp_request *req, int code, const char *body)
+{
+    struct evbuffer *b = evbuffer_new();
+
+    evbuffer_add(b, body, strlen(body));
+    evhttp_add_header(evhttp_request_get_output_headers(req), "X-Test-Header",
+                      "yes");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain");
+    evhttp_send_reply(req, code, "X", b);
+    evbuffer_free(b);
+}
+
+static void
+copy_header(struct evhttp_request *req, const char *name, char *out,
+            size_t len)
+{
+    const char *v =
+        evhttp_find_header(evhttp_request_get_input_headers(req), name);
+
+    snprintf(out, len, "%s", v != NULL ? v : "(none)");
+}
+
+static const char *
+method_name(enum evhttp_cmd_type m)
+{
+    switch (m) {
+    case EVHTTP_REQ_GET:
+        return "GET";
+    case EVHTTP_REQ_POST:
+        return "POST";
+    case EVHTTP_REQ_DELETE:
+        return "DELETE";
+    case EVHTTP_REQ_PUT:
+        return "PUT";
+    default:
+        return "OTHER";
+    }
+}
+
+static void
+on_request(struct evhttp_request *req, void *arg)
+{
+    struct srv *s = arg;
+    const char *path = evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req));
+    struct evhttp_connection *conn = evhttp_request_get_connection(req);
+
+    s->nrequests++;
+    evhttp_connection_set_closecb(conn, on_conn_close, s);
+    if (strcmp(path, "/hello") == 0) {
+        reply_text(req, 200, "hello world");
+    } else if (strncmp(path, "/num/", 5) == 0) {
+        /* Each concurrent request gets its own answer back. */
+        char body[64];
+
+        snprintf(body, sizeof(body), "n=%s", path + 5);
+        reply_text(req, 200, body);
+    } else if (strcmp(path, "/status/418") == 0) {
+        reply_text(req, 418, "teapot");
+    } else if (strcmp(path, "/echo") == 0) {
+        struct evbuffer *in = evhttp_request_get_input_buffer(req);
+        size_t n = evbuffer_get_length(in);
+
+        snprintf(s->echo_method, sizeof(s->echo_method), "%s",
+                 method_name(evhttp_request_get_command(req)));
+        if (n >= sizeof(s->echo_body))
+            n = sizeof(s->echo_body) - 1;
+        evbuffer_copyout(in, s->echo_body, n);
+        s->echo_body[n] = '\0';
+        copy_header(req, "X-Reapd-Test", s->echo_hdr, sizeof(s->echo_hdr));
+        copy_header(req, "Content-Type", s->echo_ctype, sizeof(s->echo_ctype));
+        /* The server checks too, so the status says it all. */
+        reply_text(req,
+                   strcmp(s->echo_hdr, "abc 123") == 0 &&
+                           strcmp(s->echo_ctype, "application/json") == 0
+                       ? 201
+                       : 400,
+                   s->echo_body);
+    } else if (strncmp(path, "/big/", 5) == 0) {
+        size_t n = (size_t)strtoul(path + 5, NULL, 10);
+        char *body = malloc(n + 1);
+
+        memset(body, 'x', n);
+        body[n] = '\0';
+        reply_text(req, 200, body);
+        free(body);
+    } else if (strcmp(path, "/never") == 0) {
+        struct pend *p = pend_new(s, req);
+
+        p->chunks_left = -1;
+    } else if (strcmp(path, "/stream") == 0) {
+        struct pend *p = pend_new(s, req);
+        struct timeval tv = {0, s->stream_interval_ms * 1000};
+
+        p->chunks_left = STREAM_CHUNKS;
+        p->timer = evtimer_new(s->base, on_stream_tick, p);
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Content-Type", "application/x-ndjson");
+        evhttp_send_reply_start(req, 200, "OK");
+        s->nstreams_open++;
+        /* The first chunk goes out only after a pause, so the headers
+         * surely come in a callback of their own before any data. */
+        evtimer_add(p->timer, &tv);
+    } else {
+        reply_text(req, 404, "no such path");
+    }
+}
+
+static struct srv *
+srv_new(struct event_base *base)
+{
+    struct srv *s = calloc(1, sizeof(*s));
+    struct evhttp_bound_socket *bs;
+    struct sockaddr_in sin;
+    struct sockaddr_un sun;
+    socklen_t slen = sizeof(sin);
+    struct evconnlistener *lev;
+
+    assert_non_null(s);
+    s->base = base;
+    s->stream_interval_ms = 30;
+    s->http = evhttp_new(base);
+    assert_non_null(s->http);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST |
+                                            EVHTTP_REQ_DELETE |
+                                            EVHTTP_REQ_PUT);
+    evhttp_set_gencb(s->http, on_request, s);
+
+    bs = evhttp_bind_socket_with_handle(s->http, "127.0.0.1", 0);
+    assert_non_null(bs);
+    assert_int_equal(getsockname(evconnlistener_get_fd(
+                                     evhttp_bound_socket_get_listener(bs)),
+                                 (struct sockaddr *)&sin, &slen),
+                     0);
+    s->port = ntohs(sin.sin_port);
+    assert_true(s->port > 0);
+
+    snprintf(s->dir, sizeof(s->dir), "/tmp/reapd-loop-XXXXXX");
+    assert_non_null(mkdtemp(s->dir));
+    snprintf(s->sock, sizeof(s->sock), "%s/srv.sock", s->dir);
+    memset(&sun, 0, sizeof(sun));
+    sun.sun_family = AF_UNIX;
+    snprintf(sun.sun_path, sizeof(sun.sun_path), "%s", s->sock);
+    lev = evconnlistener_new_bind(base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE, 128,
+                                  (struct sockaddr *)&sun, sizeof(sun));
+    assert_non_null(lev);
+    assert_non_null(evhttp_bind_listener(s->http, lev));
+    return s;
+}
+
+static void
+srv_free(struct srv *s)
+{
+    int i;
+
+    s->freeing = 1;
+    for (i = 0; i < MAX_PENDING; i++) {
+        struct pend *p = &s->pend[i];
+
+        if (!p->used)
+            continue;
+        /* Detached ones are ours; attached ones go with evhttp_free. */
+        if (p->owned)
+            evhttp_request_free(p->req);
+        pend_drop(p);
+    }
+    evhttp_free(s->http);
+    unlink(s->sock);
+    rmdir(s->dir);
+    free(s);
+}
+
+/* ---- a client's view of one call ------------------------------------- */
+
+struct rec {
+    struct loop *l;
+    struct http_call *call;
+    int nheaders;
+    long hstatus;
+    int ndata;
+    int data_before_headers;
+    char data[1024];
+    size_t data_len;
+    uint64_t first_data_ms, done_ms;
+    int done;
+    enum http_error error;
+    long status;
+    char *body; /* copy of the buffered body */
+    size_t body_len;
+    int body_null;
+    char header_val[64];
+    int header_found;
+    char errmsg[256];
+    /* Behaviour knobs. */
+    int abort_at_data;  /* on_data returns -1 on this call (1-based) */
+    int cancel_at_data; /* on_data cancels its own call on this call */
+    int cancel_in_headers;
+    int spawn_in_data; /* on_data starts a new GET /hello (once) */
+    const char *spawn_url;
+    struct rec *spawned;
+    size_t active_after_spawn;
+    int break_loop;     /* on_data breaks out of the event loop */
+    struct rec *victim; /* on_data cancels this other call (once) */
+};
+
+static void
+rec_headers(long status, void *arg)
+{
+    struct rec *r = arg;
+
+    r->nheaders++;
+    r->hstatus = status;
+    if (r->cancel_in_headers) {
+        loop_http_cancel(r->call);
+        r->call = NULL;
+    }
+}
+
+static void rec_done(const struct http_response *res, void *arg);
+
+static int
+rec_data(const char *buf, size_t len, void *arg)
+{
+    struct rec *r = arg;
+
+    r->ndata++;
+    if (r->nheaders == 0)
+        r->data_before_headers++;
+    if (r->ndata == 1)
+        r->first_data_ms = loop_now_ms();
+    if (r->data_len + len < sizeof(r->data)) {
+        memcpy(r->data + r->data_len, buf, len);
+        r->data_len += len;
+        r->data[r->data_len] = '\0';
+    }
+    if (r->spawn_in_data && r->spawned == NULL) {
+        struct http_request req = {.url = r->spawn_url};
+
+        r->spawned = calloc(1, sizeof(*r->spawned));
+        assert_non_null(r->spawned);
+        r->spawned->l = r->l;
+        r->spawned->call =
+            loop_http(r->l, &req, rec_headers, NULL, rec_done, r->spawned);
+        assert_non_null(r->spawned->call);
+        r->active_after_spawn = loop_http_active(r->l);
+        if (r->break_loop)
+            event_base_loopbreak(loop_base(r->l));
+    }
+    if (r->abort_at_data == r->ndata)
+        return -1;
+    if (r->cancel_at_data == r->ndata) {
+        loop_http_cancel(r->call);
+        r->call = NULL;
+    }
+    if (r->victim != NULL && r->victim->call != NULL) {
+        loop_http_cancel(r->victim->call);
+        r->victim->call = NULL;
+    }
+    return 0;
+}
+
+static void
+rec_done(const struct http_response *res, void *arg)
+{
+    struct rec *r = arg;
+    const char *h;
+
+    r->done++;
+    r->done_ms = loop_now_ms();
+    r->error = res->error;
+    r->status = res->status;
+    r->body_null = res->body == NULL;
+    if (res->body != NULL) {
+        free(r->body);
+        r->body = malloc(res->body_len + 1);
+        assert_non_null(r->body);
+        memcpy(r->body, res->body, res->body_len);
+        r->body[res->body_len] = '\0';
+        r->body_len = res->body_len;
+        /* The loop promises a NUL after the body. */
+        assert_int_equal(res->body[res->body_len], '\0');
+    }
+    if (res->errmsg != NULL)
+        snprintf(r->errmsg, sizeof(r->errmsg), "%s", res->errmsg);
+    h = http_response_header(res, "x-TEST-header");
+    if (h != NULL) {
+        r->header_found = 1;
+        snprintf(r->header_val, sizeof(r->header_val), "%s", h);
+    }
+    r->call = NULL;
+}
+
+static void
+rec_clear(struct rec *r)
+{
+    if (r->spawned != NULL) {
+        rec_clear(r->spawned);
+        free(r->spawned);
+        r->spawned = NULL;
+    }
+    free(r->body);
+    r->body = NULL;
+}
+
+/* ---- running the loop ------------------------------------------------- */
+
+struct fx {
+    struct loop *l;
+    struct srv *s;
+    struct event *tick;
+    char url[128];
+};
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+static struct fx *
+fx_new(void)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+    struct timeval tv = {0, 10000};
+
+    assert_non_null(f);
+    f->l = loop_new();
+    assert_non_null(f->l);
+    f->s = srv_new(loop_base(f->l));
+    /* Keeps the loop turning so run_until can look at the clock. */
+    f->tick = event_new(loop_base(f->l), -1, EV_PERSIST, on_tick, NULL);
+    event_add(f->tick, &tv);
+    return f;
+}
+
+static void
+fx_free(struct fx *f)
+{
+    event_free(f->tick);
+    srv_free(f->s);
+    loop_free(f->l);
+    free(f);
+}
+
+static const char *
+tcp_url(struct fx *f, const char *path)
+{
+    snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d%s", f->s->port,
+             path);
+    return f->url;
+}
+
+typedef int (*cond_fn)(const void *arg);
+
+static void
+run_until(struct fx *f, cond_fn cond, const void *arg, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (!cond(arg)) {
+        if (loop_now_ms() > deadline)
+            fail_msg("condition not reached within %d ms", ms);
+        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
+    }
+}
+
+static void
+run_for(struct fx *f, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (loop_now_ms() < deadline)
+        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
+}
+
+static int
+is_done(const void *arg)
+{
+    return ((const struct rec *)arg)->done > 0;
+}
+
+static int
+has_data(const void *arg)
+{
+    return ((const struct rec *)arg)->ndata > 0;
+}
+
+static int
+has_headers(const void *arg)
+{
+    return ((const struct rec *)arg)->nheaders > 0;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void
+check_hello(struct rec *r)
+{
+    assert_int_equal(r->done, 1);
+    assert_int_equal(r->error, HTTPC_OK);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->nheaders, 1);
+    assert_int_equal(r->hstatus, 200);
+    assert_false(r->body_null);
+    assert_int_equal(r->body_len, 11);
+    assert_string_equal(r->body, "hello world");
+    assert_true(r->header_found);
+    assert_string_equal(r->header_val, "yes");
+}
+
+static void
+t_get_buffered_tcp(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {.url = tcp_url(f, "/hello")};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    /* Never blocks, never calls back from inside loop_http. */
+    assert_int_equal(r.done, 0);
+    run_until(f, is_done, &r, 3000);
+    check_hello(&r);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_get_buffered_unix(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {.url = "http://localhost/hello",
+                               .unix_socket = f->s->sock};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    run_until(f, is_done, &r, 3000);
+    check_hello(&r);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+/* Any status is a response: HTTPC_OK with the status and body. */
+static void
+t_non_2xx_is_ok(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0}, r2 = {0};
+    struct http_request req = {.url = tcp_url(f, "/status/418")};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_int_equal(r.status, 418);
+    assert_string_equal(r.body, "teapot");
+    req.url = tcp_url(f, "/missing");
+    r2.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r2);
+    run_until(f, is_done, &r2, 3000);
+    assert_int_equal(r2.error, HTTPC_OK);
+    assert_int_equal(r2.status, 404);
+    assert_string_equal(r2.body, "no such path");
+    rec_clear(&r);
+    rec_clear(&r2);
+    fx_free(f);
+}
+
+static void
+t_post_body_and_headers(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0}, r2 = {0};
+    const char *hdrs[] = {"X-Reapd-Test: abc 123",
+                          "Content-Type: application/json"};
+    /* An embedded NUL: body_len, not strlen, is the length. */
+    static const char body[] = "{\"a\":\"b\\\"q\"}\0tail";
+    struct http_request req = {.method = "POST",
+                               .url = tcp_url(f, "/echo"),
+                               .body = body,
+                               .body_len = 12,
+                               .headers = hdrs,
+                               .nheaders = 2};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_string_equal(f->s->echo_method, "POST");
+    assert_string_equal(f->s->echo_body, "{\"a\":\"b\\\"q\"}");
+    assert_string_equal(f->s->echo_hdr, "abc 123");
+    assert_string_equal(f->s->echo_ctype, "application/json");
+    assert_int_equal(r.status, 201);
+    assert_string_equal(r.body, "{\"a\":\"b\\\"q\"}");
+
+    /* Other methods go as a custom request, over the unix socket too. */
+    req.method = "DELETE";
+    req.url = "http://localhost/echo";
+    req.unix_socket = f->s->sock;
+    req.body = NULL;
+    req.body_len = 0;
+    r2.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r2);
+    run_until(f, is_done, &r2, 3000);
+    assert_int_equal(r2.error, HTTPC_OK);
+    assert_int_equal(r2.status, 201);
+    assert_string_equal(f->s->echo_method, "DELETE");
+    assert_string_equal(f->s->echo_body, "");
+    rec_clear(&r);
+    rec_clear(&r2);
+    fx_free(f);
+}
+
+static void
+t_stream_in_order(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {.url = "http://localhost/stream",
+                               .unix_socket = f->s->sock};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
+    assert_non_null(r.call);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_int_equal(r.status, 200);
+    assert_int_equal(r.nheaders, 1);
+    assert_int_equal(r.hstatus, 200);
+    assert_int_equal(r.data_before_headers, 0);
+    assert_string_equal(r.data, "chunk0\nchunk1\nchunk2\nchunk3\nchunk4\n");
+    /* Streamed, not buffered: no body in on_done, and data came in
+     * pieces well before the end. */
+    assert_true(r.body_null);
+    assert_true(r.ndata >= 2);
+    assert_true(r.done_ms - r.first_data_ms >= 60);
+    assert_int_equal(loop_http_active(f->l), 0);
+    assert_int_equal(f->s->nstreams_open, 0);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_max_body(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0}, r2 = {0}, r3 = {0};
+    struct http_request req = {.url = tcp_url(f, "/big/100000"),
+                               .max_body = 1000};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_ERR_TOO_LARGE);
+    assert_true(r.errmsg[0] != '\0');
+    /* Exactly max_body bytes is still fine. */
+    req.url = tcp_url(f, "/big/1000");
+    r2.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r2);
+    run_until(f, is_done, &r2, 3000);
+    assert_int_equal(r2.error, HTTPC_OK);
+    assert_int_equal(r2.body_len, 1000);
+    req.url = tcp_url(f, "/big/1001");
+    r3.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r3);
+    run_until(f, is_done, &r3, 3000);
+    assert_int_equal(r3.error, HTTPC_ERR_TOO_LARGE);
+    assert_int_equal(loop_http_active(f->l), 0);
+    rec_clear(&r);
+    rec_clear(&r2);
+    rec_clear(&r3);
+    fx_free(f);
+}
+
+/* The default cap (4 MiB) lets a 1 MiB body through whole. */
+static void
+t_default_max_body(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {.url = tcp_url(f, "/big/1048576")};
+    size_t i;
+
+    (void)state;
+    r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
+    run_until(f, is_done, &r, 5000);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_int_equal(r.body_len, 1048576);
+    for (i = 0; i < r.body_len; i++)
+        if (r.body[i] != 'x')
+            fail_msg("body byte %zu is %d", i, r.body[i]);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+struct nreq {
+    const struct srv *s;
+    int want;
+};
+
+static int
+requests_at_least(const void *arg)
+{
+    const struct nreq *n = arg;
+
+    return n->s->nrequests >= n->want;
+}
+
+static void
+t_timeout(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {.url = tcp_url(f, "/never"), .timeout_ms = 300};
+    uint64_t t0 = loop_now_ms(), el;
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    run_until(f, is_done, &r, 5000);
+    el = r.done_ms - t0;
+    assert_int_equal(r.error, HTTPC_ERR_TIMEOUT);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.nheaders, 0);
+    assert_true(el >= 280);
+    assert_true(el < 1500);
+    assert_int_equal(f->s->nrequests, 1);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_connect_missing_unix(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    char path[128];
+    struct http_request req = {.url = "http://localhost/hello",
+                               .unix_socket = path};
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/no-such.sock", f->s->dir);
+    r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    assert_int_equal(r.done, 0);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_ERR_CONNECT);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(r.nheaders, 0);
+    assert_true(r.errmsg[0] != '\0');
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_connect_refused_tcp(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {0};
+    struct sockaddr_in sin;
+    socklen_t slen = sizeof(sin);
+    char url[64];
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    (void)state;
+    /* A port that surely has no listener: bound, never listened on. */
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", ntohs(sin.sin_port));
+    req.url = url;
+    r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
+    run_until(f, is_done, &r, 3000);
+    close(fd);
+    assert_int_equal(r.error, HTTPC_ERR_CONNECT);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_data_abort(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {.abort_at_data = 1};
+    struct http_request req = {.url = tcp_url(f, "/stream")};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_ERR_ABORTED);
+    assert_int_equal(r.ndata, 1);
+    assert_int_equal(r.nheaders, 1);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.data, "chunk0\n");
+    /* Nothing more after on_done. */
+    run_for(f, 150);
+    assert_int_equal(r.done, 1);
+    assert_int_equal(r.ndata, 1);
+    assert_int_equal(loop_http_active(f->l), 0);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_cancel_in_data(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {.cancel_at_data = 1}, r2 = {.cancel_at_data = 2};
+    struct http_request req = {.url = tcp_url(f, "/stream")};
+    struct http_request ureq = {.url = "http://localhost/stream",
+                                .unix_socket = f->s->sock};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
+    r2.call = loop_http(f->l, &ureq, rec_headers, rec_data, rec_done, &r2);
+    assert_int_equal(loop_http_active(f->l), 2);
+    run_until(f, has_data, &r, 3000);
+    /* Past the point where all chunks and the end would have come. */
+    run_for(f, 400);
+    assert_int_equal(r.ndata, 1);
+    assert_int_equal(r.done, 0);
+    assert_int_equal(r2.ndata, 2);
+    assert_int_equal(r2.done, 0);
+    assert_string_equal(r2.data, "chunk0\nchunk1\n");
+    assert_int_equal(loop_http_active(f->l), 0);
+    /* The server saw both clients go, and stopped streaming. */
+    assert_int_equal(f->s->nclosed, 2);
+    assert_int_equal(f->s->nstreams_open, 0);
+    rec_clear(&r);
+    rec_clear(&r2);
+    fx_free(f);
+}
+
+static void
+t_cancel_in_headers(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {.cancel_in_headers = 1}, r2 = {.cancel_in_headers = 1};
+    struct http_request sreq = {.url = tcp_url(f, "/stream")};
+    struct http_request hreq = {.url = "http://localhost/hello",
+                                .unix_socket = f->s->sock};
+
+    (void)state;
+    /* A stream (data follows) and a whole answer (body in the same
+     * packet as the headers). */
+    r.call = loop_http(f->l, &sreq, rec_headers, rec_data, rec_done, &r);
+    r2.call = loop_http(f->l, &hreq, rec_headers, NULL, rec_done, &r2);
+    run_until(f, has_headers, &r, 3000);
+    run_until(f, has_headers, &r2, 3000);
+    run_for(f, 300);
+    assert_int_equal(r.nheaders, 1);
+    assert_int_equal(r.ndata, 0);
+    assert_int_equal(r.done, 0);
+    assert_int_equal(r2.nheaders, 1);
+    assert_int_equal(r2.done, 0);
+    assert_int_equal(loop_http_active(f->l), 0);
+    assert_int_equal(f->s->nstreams_open, 0);
+    rec_clear(&r);
+    rec_clear(&r2);
+    fx_free(f);
+}
+
+/* A callback may cancel another call, one libcurl is working on. */
+static void
+t_cancel_other_from_data(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec victim = {0}, r = {0};
+    struct http_request never = {.url = tcp_url(f, "/never")};
+    struct http_request stream = {.url = "http://localhost/stream",
+                                  .unix_socket = f->s->sock};
+    struct nreq n = {f->s, 1};
+
+    (void)state;
+    victim.call =
+        loop_http(f->l, &never, rec_headers, NULL, rec_done, &victim);
+    run_until(f, requests_at_least, &n, 3000);
+    r.victim = &victim;
+    r.call = loop_http(f->l, &stream, rec_headers, rec_data, rec_done, &r);
+    run_until(f, is_done, &r, 3000);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_null(victim.call);
+    run_for(f, 100);
+    assert_int_equal(victim.done, 0);
+    assert_int_equal(victim.nheaders, 0);
+    assert_int_equal(loop_http_active(f->l), 0);
+    /* (evhttp does not watch a connection whose answer it awaits from
+     * us, so the server cannot tell here that the client left.) */
+    rec_clear(&r);
+    fx_free(f);
+}
+
+/* Outside any callback, cancel frees at once. */
+static void
+t_cancel_outside(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct http_request req = {.url = tcp_url(f, "/never")};
+    struct nreq n = {f->s, 1};
+
+    (void)state;
+    r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+    assert_int_equal(loop_http_active(f->l), 1);
+    /* Before it even connected. */
+    loop_http_cancel(r.call);
+    assert_int_equal(loop_http_active(f->l), 0);
+    r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+    /* And once the server holds it. */
+    run_until(f, requests_at_least, &n, 3000);
+    loop_http_cancel(r.call);
+    assert_int_equal(loop_http_active(f->l), 0);
+    loop_http_cancel(NULL); /* documented as fine */
+    run_for(f, 200);
+    assert_int_equal(r.done, 0);
+    assert_int_equal(r.nheaders, 0);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+static void
+t_spawn_from_data(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {.spawn_in_data = 1};
+    struct http_request req = {.url = tcp_url(f, "/stream")};
+    char hello[128];
+
+    (void)state;
+    snprintf(hello, sizeof(hello), "http://127.0.0.1:%d/hello", f->s->port);
+    r.spawn_url = hello;
+    r.l = f->l;
+    r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
+    run_until(f, is_done, &r, 3000);
+    assert_non_null(r.spawned);
+    run_until(f, is_done, r.spawned, 3000);
+    /* Counted as soon as started, though added to libcurl later. */
+    assert_int_equal(r.active_after_spawn, 2);
+    check_hello(r.spawned);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_string_equal(r.data, "chunk0\nchunk1\nchunk2\nchunk3\nchunk4\n");
+    assert_int_equal(loop_http_active(f->l), 0);
+    rec_clear(&r);
+    fx_free(f);
+}
+
+/* on_done may start the next call (a retry does that). */
+struct chain {
+    struct loop *l;
+    const char *url;
+    int left;
+    int done;
+    long last_status;
+};
+
+static void
+chain_done(const struct http_response *res, void *arg)
+{
+    struct chain *c = arg;
+    struct http_request req = {.url = c->url};
+
+    c->done++;
+    c->last_status = res->status;
+    assert_int_equal(res->error, HTTPC_OK);
+    if (--c->left > 0)
+        assert_non_null(loop_http(c->l, &req, NULL, NULL, chain_done, c));
+}
+
+static int
+chain_over(const void *arg)
+{
+    return ((const struct chain *)arg)->left == 0;
+}
+
+static void
+t_start_from_done(void **state)
+{
+    struct fx *f = fx_new();
+    struct chain c = {.l = f->l, .left = 5};
+    struct http_request req = {0};
+
+    (void)state;
+    c.url = tcp_url(f, "/hello");
+    req.url = c.url;
+    assert_non_null(loop_http(f->l, &req, NULL, NULL, chain_done, &c));
+    run_until(f, chain_over, &c, 3000);
+    assert_int_equal(c.done, 5);
+    assert_int_equal(c.last_status, 200);
+    assert_int_equal(loop_http_active(f->l), 0);
+    fx_free(f);
+}
+
+#define NCONC 50
+
+struct many {
+    struct rec r[NCONC];
+};
+
+static int
+all_done(const void *arg)
+{
+    const struct many *m = arg;
+    int i;
+
+    for (i = 0; i < NCONC; i++)
+        if (m->r[i].done == 0)
+            return 0;
+    return 1;
+}
+
+static void
+t_concurrent(void **state)
+{
+    struct fx *f = fx_new();
+    struct many *m = calloc(1, sizeof(*m));
+    char urls[NCONC][128];
+    int i;
+
+    (void)state;
+    assert_non_null(m);
+    for (i = 0; i < NCONC; i++) {
+        struct http_request req = {0};
+
+        /* Half over TCP, half over the unix socket. */
+        if (i % 2 == 0) {
+            snprintf(urls[i], sizeof(urls[i]), "http://127.0.0.1:%d/num/%d",
+                     f->s->port, i);
+        } else {
+            snprintf(urls[i], sizeof(urls[i]), "http://localhost/num/%d", i);
+            req.unix_socket = f->s->sock;
+        }
+        req.url = urls[i];
+        m->r[i].call = loop_http(f->l, &req, NULL, NULL, rec_done, &m->r[i]);
+        assert_non_null(m->r[i].call);
+    }
+    assert_int_equal(loop_http_active(f->l), NCONC);
+    run_until(f, all_done, m, 10000);
+    for (i = 0; i < NCONC; i++) {
+        char want[32];
+
+        snprintf(want, sizeof(want), "n=%d", i);
+        assert_int_equal(m->r[i].done, 1);
+        if (m->r[i].error != HTTPC_OK)
+            fail_msg("request %d: error %d: %s", i, m->r[i].error,
+                     m->r[i].errmsg);
+        assert_int_equal(m->r[i].status, 200);
+        assert_string_equal(m->r[i].body, want);
+        rec_clear(&m->r[i]);
+    }
+    assert_int_equal(loop_http_active(f->l), 0);
+    assert_int_equal(f->s->nrequests, NCONC);
+    free(m);
+    fx_free(f);
+}
+
+static void
+t_active_counts(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec a = {0}, b = {0};
+    struct http_request req = {.url = tcp_url(f, "/hello")};
+
+    (void)state;
+    assert_int_equal(loop_http_active(f->l), 0);
+    a.call = loop_http(f->l, &req, NULL, NULL, rec_done, &a);
+    assert_int_equal(loop_http_active(f->l), 1);
+    b.call = loop_http(f->l, &req, NULL, NULL, rec_done, &b);
+    assert_int_equal(loop_http_active(f->l), 2);
+    run_until(f, is_done, &a, 3000);
+    run_until(f, is_done, &b, 3000);
+    assert_int_equal(loop_http_active(f->l), 0);
+    rec_clear(&a);
+    rec_clear(&b);
+    fx_free(f);
+}
+
+static void
+t_response_header(void **state)
+{
+    const char *lines[] = {"Content-Type: text/plain", "X-Test: short",
+                           "X-Test-Header:   spaced value",
+                           "Empty:", "content-length: 5"};
+    struct http_response res = {.header_lines = lines, .nheader_lines = 5};
+
+    (void)state;
+    assert_string_equal(http_response_header(&res, "content-type"),
+                        "text/plain");
+    assert_string_equal(http_response_header(&res, "CONTENT-TYPE"),
+                        "text/plain");
+    /* A prefix of another header's name is not that header. */
+    assert_string_equal(http_response_header(&res, "x-test"), "short");
+    assert_string_equal(http_response_header(&res, "X-TEST-HEADER"),
+                        "spaced value");
+    assert_string_equal(http_response_header(&res, "Empty"), "");
+    assert_string_equal(http_response_header(&res, "Content-Length"), "5");
+    assert_null(http_response_header(&res, "X-Tes"));
+    assert_null(http_response_header(&res, "Content"));
+    assert_null(http_response_header(&res, "missing"));
+    res.nheader_lines = 0;
+    assert_null(http_response_header(&res, "content-type"));
+}
+
+/* Every kind of call still in flight when the loop goes: connected and
+ * waiting, mid-stream, and one started from a callback that libcurl has
+ * not been given yet. No callback runs, nothing leaks. */
+static int
+free_ready(const void *arg)
+{
+    const struct rec *r = arg;
+
+    return r[0].spawned != NULL;
+}
+
+static void
+t_free_in_flight(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r[3] = {{0}};
+    struct http_request never = {.url = tcp_url(f, "/never")};
+    struct http_request stream = {.url = "http://localhost/stream",
+                                  .unix_socket = f->s->sock};
+    char hello[128];
+    struct nreq n = {f->s, 3};
+    int i;
+
+    (void)state;
+    f->s->stream_forever = 1;
+    snprintf(hello, sizeof(hello), "http://127.0.0.1:%d/hello", f->s->port);
+    r[0].l = f->l;
+    r[0].spawn_in_data = 1;
+    r[0].spawn_url = hello;
+    r[0].break_loop = 1;
+    r[0].call =
+        loop_http(f->l, &stream, rec_headers, rec_data, rec_done, &r[0]);
+    r[1].call = loop_http(f->l, &never, rec_headers, NULL, rec_done, &r[1]);
+    r[2].call = loop_http(f->l, &never, rec_headers, NULL, rec_done, &r[2]);
+    run_until(f, requests_at_least, &n, 3000);
+    run_until(f, free_ready, r, 3000);
+    assert_int_equal(loop_http_active(f->l), 4);
+    /* The server goes first (it shares the base), then the loop with
+     * four calls in flight. */
+    event_free(f->tick);
+    srv_free(f->s);
+    loop_free(f->l);
+    for (i = 0; i < 3; i++)
+        assert_int_equal(r[i].done, 0);
+    assert_int_equal(r[0].spawned->done, 0);
+    assert_int_equal(r[0].spawned->nheaders, 0);
+    for (i = 0; i < 3; i++)
+        rec_clear(&r[i]);
+    free(f);
+}
+
+static void
+t_loop_basics(void **state)
+{
+    struct loop *l = loop_new();
+    uint64_t a, b;
+
+    (void)state;
+    assert_non_null(l);
+    assert_non_null(loop_base(l));
+    assert_int_equal(loop_http_active(l), 0);
+    a = loop_now_ms();
+    usleep(20000);
+    b = loop_now_ms();
+    assert_true(b >= a + 15);
+    assert_true(b < a + 2000);
+    loop_free(l);
+    loop_free(NULL);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_loop_basics),
+        cmocka_unit_test(t_get_buffered_tcp),
+        cmocka_unit_test(t_get_buffered_unix),
+        cmocka_unit_test(t_non_2xx_is_ok),
+        cmocka_unit_test(t_post_body_and_headers),
+        cmocka_unit_test(t_stream_in_order),
+        cmocka_unit_test(t_max_body),
+        cmocka_unit_test(t_default_max_body),
+        cmocka_unit_test(t_timeout),
+        cmocka_unit_test(t_connect_missing_unix),
+        cmocka_unit_test(t_connect_refused_tcp),
+        cmocka_unit_test(t_data_abort),
+        cmocka_unit_test(t_cancel_in_data),
+        cmocka_unit_test(t_cancel_in_headers),
+        cmocka_unit_test(t_cancel_other_from_data),
+        cmocka_unit_test(t_cancel_outside),
+        cmocka_unit_test(t_spawn_from_data),
+        cmocka_unit_test(t_start_from_done),
+        cmocka_unit_test(t_concurrent),
+        cmocka_unit_test(t_active_counts),
+        cmocka_unit_test(t_response_header),
+        cmocka_unit_test(t_free_in_flight),
+    };
+
+    signal(SIGPIPE, SIG_IGN); /* the server may write to a closed peer */
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    if (getenv("TEST_SKIP") != NULL)
+        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,817 @@
+/*
+ * test_report — the report JSON (the contract downstream consumers read)
+ * and the reports.jsonl appender in agent/report.c.
+ *
+ * Every report is parsed back with agent/json.c and checked key by key,
+ * value by value and type by type, because a consumer breaks as easily on
+ * a number where it expects null as on a missing key. The appender is
+ * checked for what a crash-safe log promises: whole lines only, even when
+ * the disk fills up mid-line.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "log.h"
+#include "report.h"
+
+#define CID "02e6f886fdb89aa74ddf893246272aa1971447d17bc86439e1de5be123cef255"
+
+/* Every key the report contract defines, in no particular order. */
+static const char *const CONTRACT_KEYS[] = {
+    "report_id",
+    "node",
+    "container_id",
+    "name",
+    "image",
+    "labels",
+    "policy",
+    "exit_code",
+    "exit_code_source",
+    "engine_exit_code",
+    "oom_killed",
+    "started_at",
+    "finished_at",
+    "removed",
+    "task_deleted",
+    "cleanup_ms",
+    "delete_attempts",
+    "anomalies",
+};
+
+static const struct label LABELS[] = {
+    {"reapd.managed", "true"},
+    {"team", "infra"},
+};
+
+static const char *const ANOMALIES[] = {"engine_exit_code_mismatch",
+                                        "delete_retried"};
+
+/* A fully known exit: every field set. */
+static struct report
+full_report(void)
+{
+    struct report r;
+
+    memset(&r, 0, sizeof(r));
+    r.node = "node-1";
+    r.container_id = CID;
+    r.name = "web-1";
+    r.image = "reapd-test:1";
+    r.labels = LABELS;
+    r.nlabels = 2;
+    r.policy = "managed";
+    r.action = "remove";
+    r.exit_known = true;
+    r.exit_code = 7;
+    r.exit_code_source = "inspect";
+    r.has_engine_exit_code = true;
+    r.engine_exit_code = 255;
+    r.oom_killed = true;
+    r.started_at = "2026-12-02T12:27:21.398675775Z";
+    r.finished_at = "2026-12-02T12:27:21.395600727Z";
+    r.removed = true;
+    r.task_deleted = 1;
+    r.cleanup_ms = 1234;
+    r.delete_attempts = 3;
+    r.anomalies = ANOMALIES;
+    r.nanomalies = 2;
+    r.removed_by = "reapd";
+    r.reported_at = "2026-12-02T12:27:22.000Z";
+    report_make_id(&r, r.finished_at);
+    return r;
+}
+
+/* report_to_json, then parse it back; the text must be one line. */
+static struct json_node *
+to_tree(const struct report *r)
+{
+    size_t len = 0;
+    char *s = report_to_json(r, &len);
+    struct json_node *root;
+    char err[256] = "";
+
+    assert_non_null(s);
+    assert_int_equal(len, strlen(s));
+    /* jsonl: a raw newline inside would split the record. */
+    assert_null(memchr(s, '\n', len));
+    assert_null(memchr(s, '\r', len));
+    root = json_parse(s, len, NULL, 0, err, sizeof(err), NULL);
+    if (root == NULL)
+        fail_msg("report is not JSON (%s): %s", err, s);
+    free(s);
+    assert_int_equal(root->type, JSON_OBJECT);
+    return root;
+}
+
+static const struct json_node *
+member(const struct json_node *root, const char *key, enum json_type type)
+{
+    const struct json_node *n = json_get(root, key);
+
+    if (n == NULL)
+        fail_msg("key \"%s\" missing", key);
+    if (n->type != type)
+        fail_msg("key \"%s\": type %d, want %d", key, n->type, type);
+    return n;
+}
+
+static const char *
+str_of(const struct json_node *root, const char *key)
+{
+    return json_string(member(root, key, JSON_STRING));
+}
+
+static int64_t
+int_of(const struct json_node *root, const char *key)
+{
+    int64_t v = 0;
+
+    assert_int_equal(json_int64(member(root, key, JSON_NUMBER), &v), 0);
+    return v;
+}
+
+static int
+bool_of(const struct json_node *root, const char *key)
+{
+    return member(root, key, JSON_BOOL)->boolean;
+}
+
+static void
+t_full_report(void **state)
+{
+    struct report r = full_report();
+    struct json_node *root = to_tree(&r);
+    const struct json_node *labels, *an;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(CONTRACT_KEYS) / sizeof(CONTRACT_KEYS[0]); i++)
+        if (json_get(root, CONTRACT_KEYS[i]) == NULL)
+            fail_msg("contract key \"%s\" missing", CONTRACT_KEYS[i]);
+    assert_string_equal(str_of(root, "report_id"), r.report_id);
+    assert_string_equal(str_of(root, "node"), "node-1");
+    assert_string_equal(str_of(root, "container_id"), CID);
+    assert_string_equal(str_of(root, "name"), "web-1");
+    assert_string_equal(str_of(root, "image"), "reapd-test:1");
+    labels = member(root, "labels", JSON_OBJECT);
+    assert_int_equal(labels->count, 2);
+    assert_string_equal(json_string(json_get(labels, "reapd.managed")),
+                        "true");
+    assert_string_equal(json_string(json_get(labels, "team")), "infra");
+    assert_string_equal(str_of(root, "policy"), "managed");
+    assert_string_equal(str_of(root, "action"), "remove");
+    assert_int_equal(int_of(root, "exit_code"), 7);
+    assert_string_equal(str_of(root, "exit_code_source"), "inspect");
+    assert_int_equal(int_of(root, "engine_exit_code"), 255);
+    assert_true(bool_of(root, "oom_killed"));
+    assert_string_equal(str_of(root, "started_at"),
+                        "2026-12-02T12:27:21.398675775Z");
+    assert_string_equal(str_of(root, "finished_at"),
+                        "2026-12-02T12:27:21.395600727Z");
+    assert_true(bool_of(root, "removed"));
+    assert_true(bool_of(root, "task_deleted"));
+    assert_int_equal(int_of(root, "cleanup_ms"), 1234);
+    assert_int_equal(int_of(root, "delete_attempts"), 3);
+    an = member(root, "anomalies", JSON_ARRAY);
+    assert_int_equal(an->count, 2);
+    assert_string_equal(json_string(an->items[0]),
+                        "engine_exit_code_mismatch");
+    assert_string_equal(json_string(an->items[1]), "delete_retried");
+    assert_string_equal(str_of(root, "removed_by"), "reapd");
+    assert_string_equal(str_of(root, "reported_at"),
+                        "2026-12-02T12:27:22.000Z");
+    /* The 18 contract keys, plus action, removed_by and reported_at,
+     * each once: a consumer taking the first must see the same. */
+    assert_int_equal(root->count, 21);
+    for (i = 0; i < root->count; i++) {
+        size_t j;
+
+        for (j = i + 1; j < root->count; j++)
+            assert_string_not_equal(root->items[i]->key, root->items[j]->key);
+    }
+    json_free(root);
+}
+
+/* What is unknown is null, never a made-up value. */
+static void
+t_unknowns_are_null(void **state)
+{
+    struct report r = full_report();
+    struct json_node *root;
+    size_t i;
+
+    (void)state;
+    r.name = NULL;
+    r.image = NULL;
+    r.labels = NULL;
+    r.nlabels = 0;
+    r.exit_known = false;
+    r.exit_code = 99;               /* ignored: not known */
+    r.exit_code_source = "inspect"; /* ignored too */
+    r.has_engine_exit_code = false;
+    r.engine_exit_code = 42;
+    r.oom_killed = false;
+    r.started_at = NULL;
+    r.finished_at = NULL;
+    r.removed = false;
+    r.task_deleted = -1;
+    r.cleanup_ms = 0;
+    r.delete_attempts = 0;
+    r.anomalies = NULL;
+    r.nanomalies = 0;
+    r.removed_by = NULL;
+    r.reported_at = NULL;
+    root = to_tree(&r);
+    for (i = 0; i < sizeof(CONTRACT_KEYS) / sizeof(CONTRACT_KEYS[0]); i++)
+        if (json_get(root, CONTRACT_KEYS[i]) == NULL)
+            fail_msg("contract key \"%s\" missing", CONTRACT_KEYS[i]);
+    member(root, "name", JSON_NULL);
+    member(root, "image", JSON_NULL);
+    assert_int_equal(member(root, "labels", JSON_OBJECT)->count, 0);
+    member(root, "exit_code", JSON_NULL);
+    member(root, "exit_code_source", JSON_NULL);
+    member(root, "engine_exit_code", JSON_NULL);
+    assert_false(bool_of(root, "oom_killed"));
+    member(root, "started_at", JSON_NULL);
+    member(root, "finished_at", JSON_NULL);
+    assert_false(bool_of(root, "removed"));
+    member(root, "task_deleted", JSON_NULL);
+    assert_int_equal(int_of(root, "cleanup_ms"), 0);
+    assert_int_equal(int_of(root, "delete_attempts"), 0);
+    assert_int_equal(member(root, "anomalies", JSON_ARRAY)->count, 0);
+    member(root, "removed_by", JSON_NULL);
+    member(root, "reported_at", JSON_NULL);
+    json_free(root);
+
+    /* Known exit, no source given: the source is null, the code is not. */
+    r.exit_known = true;
+    r.exit_code = 0;
+    r.exit_code_source = NULL;
+    r.task_deleted = 0;
+    root = to_tree(&r);
+    assert_int_equal(int_of(root, "exit_code"), 0);
+    member(root, "exit_code_source", JSON_NULL);
+    assert_false(bool_of(root, "task_deleted"));
+    json_free(root);
+}
+
+static void
+t_number_edges(void **state)
+{
+    struct report r = full_report();
+    struct json_node *root;
+
+    (void)state;
+    r.exit_code = -1;
+    r.engine_exit_code = 2147483647;
+    r.cleanup_ms = 86400000ull * 365;
+    r.delete_attempts = 4000000000u;
+    root = to_tree(&r);
+    assert_int_equal(int_of(root, "exit_code"), -1);
+    assert_int_equal(int_of(root, "engine_exit_code"), 2147483647);
+    assert_int_equal(int_of(root, "cleanup_ms"), 86400000ll * 365);
+    assert_int_equal(int_of(root, "delete_attempts"), 4000000000ll);
+    json_free(root);
+    r.task_deleted = 2; /* any non-zero is true */
+    root = to_tree(&r);
+    assert_true(bool_of(root, "task_deleted"));
+    json_free(root);
+}
+
+static void
+t_escaping(void **state)
+{
+    static const char *nasty[] = {
+        "quote\"in\"side",
+        "back\\slash",
+        "new\nline\r\n",
+        "tab\there",
+        "ctl\x01\x02\x1f\x7f",
+        "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x90\xb3",
+        "</script><!--",
+        "\\u0041 is not decoded twice",
+        "{\"looks\":\"like json\"}",
+        "",
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(nasty) / sizeof(nasty[0]); i++) {
+        struct report r = full_report();
+        struct label lab[2] = {{(char *)nasty[i], (char *)nasty[i]},
+                               {"plain", (char *)nasty[i]}};
+        const char *an[1] = {nasty[i]};
+        struct json_node *root;
+        const struct json_node *l;
+
+        r.node = nasty[i];
+        r.name = nasty[i];
+        r.image = nasty[i];
+        r.policy = nasty[i];
+        r.started_at = nasty[i];
+        r.labels = lab;
+        r.nlabels = i == sizeof(nasty) / sizeof(nasty[0]) - 1 ? 1 : 2;
+        r.anomalies = an;
+        r.nanomalies = 1;
+        root = to_tree(&r);
+        assert_string_equal(str_of(root, "node"), nasty[i]);
+        assert_string_equal(str_of(root, "name"), nasty[i]);
+        assert_string_equal(str_of(root, "image"), nasty[i]);
+        assert_string_equal(str_of(root, "policy"), nasty[i]);
+        assert_string_equal(str_of(root, "started_at"), nasty[i]);
+        l = member(root, "labels", JSON_OBJECT);
+        assert_string_equal(json_string(json_get(l, nasty[i])), nasty[i]);
+        if (r.nlabels == 2)
+            assert_string_equal(json_string(json_get(l, "plain")), nasty[i]);
+        assert_string_equal(
+            json_string(member(root, "anomalies", JSON_ARRAY)->items[0]),
+            nasty[i]);
+        json_free(root);
+    }
+}
+
+static void
+t_many_labels(void **state)
+{
+    struct report r = full_report();
+    struct label *lab = calloc(300, sizeof(*lab));
+    char(*keys)[16] = calloc(300, 16);
+    struct json_node *root;
+    const struct json_node *l;
+    size_t i;
+
+    (void)state;
+    assert_non_null(lab);
+    assert_non_null(keys);
+    for (i = 0; i < 300; i++) {
+        snprintf(keys[i], 16, "k%zu", i);
+        lab[i].key = keys[i];
+        lab[i].value = keys[i];
+    }
+    r.labels = lab;
+    r.nlabels = 300;
+    root = to_tree(&r);
+    l = member(root, "labels", JSON_OBJECT);
+    assert_int_equal(l->count, 300);
+    for (i = 0; i < 300; i++) {
+        assert_string_equal(l->items[i]->key, keys[i]);
+        assert_string_equal(json_string(l->items[i]), keys[i]);
+    }
+    json_free(root);
+    free(lab);
+    free(keys);
+}
+
+/* ---- report ids ------------------------------------------------------- */
+
+static void
+id_of(const char *node, const char *cid, const char *key, char out[40])
+{
+    struct report r;
+
+    memset(&r, 0, sizeof(r));
+    r.node = node;
+    r.container_id = cid;
+    report_make_id(&r, key);
+    memcpy(out, r.report_id, 40);
+}
+
+static void
+t_report_id(void **state)
+{
+    char a[40], b[40];
+    size_t i;
+
+    (void)state;
+    id_of("n", CID, "2026-12-02T12:27:21.395600727Z", a);
+    assert_int_equal(strlen(a), 32);
+    for (i = 0; i < 32; i++)
+        if (!((a[i] >= '0' && a[i] <= '9') || (a[i] >= 'a' && a[i] <= 'f')))
+            fail_msg("report_id char %zu is '%c'", i, a[i]);
+    /* Deterministic: the same exit, the same id, every time. */
+    id_of("n", CID, "2026-12-02T12:27:21.395600727Z", b);
+    assert_string_equal(a, b);
+    /* Each fact counts. */
+    id_of("m", CID, "2026-12-02T12:27:21.395600727Z", b);
+    assert_string_not_equal(a, b);
+    id_of("n",
+          "12e6f886fdb89aa74ddf893246272aa1971447d17bc86439e1de5be123cef255",
+          "2026-12-02T12:27:21.395600727Z", b);
+    assert_string_not_equal(a, b);
+    id_of("n", CID, "2026-12-02T12:27:21.395600728Z", b);
+    assert_string_not_equal(a, b);
+    /* Field boundaries count: ("ab","c") is not ("a","bc"). */
+    id_of("ab", "c", "k", a);
+    id_of("a", "bc", "k", b);
+    assert_string_not_equal(a, b);
+    id_of("n", "ab", "c", a);
+    id_of("n", "a", "bc", b);
+    assert_string_not_equal(a, b);
+    /* The same bytes in both field orders; only separators tell them
+     * apart. */
+    id_of("a", "", "a", a);
+    id_of("", "a", "a", b);
+    assert_string_not_equal(a, b);
+    /* And order: node and container swapped is another exit. */
+    id_of("x", "y", "k", a);
+    id_of("y", "x", "k", b);
+    assert_string_not_equal(a, b);
+    /* Empty and missing exit keys still make a full id. */
+    id_of("n", CID, "", a);
+    assert_int_equal(strlen(a), 32);
+    id_of("n", CID, NULL, b);
+    assert_int_equal(strlen(b), 32);
+}
+
+/* A known value, so a change to the hash (which would break dedup across
+ * an upgrade) does not go unnoticed. */
+static void
+t_report_id_stable(void **state)
+{
+    char a[40];
+    struct report r = full_report();
+    char b[40];
+
+    (void)state;
+    id_of("node-1", CID, "2026-12-02T12:27:21.395600727Z", a);
+    memcpy(b, r.report_id, 40);
+    assert_string_equal(a, b);
+    id_of("", "", "", a);
+    /* FNV-1a 64 of three separators, from the two offset bases. */
+    {
+        uint64_t h1 = 0xcbf29ce484222325ull, h2 = 0x84222325cbf29ce4ull;
+        char want[40];
+        int k;
+
+        for (k = 0; k < 3; k++) {
+            h1 = (h1 ^ 0xff) * 0x100000001b3ull;
+            h2 = (h2 ^ 0xff) * 0x100000001b3ull;
+        }
+        snprintf(want, sizeof(want), "%016llx%016llx", (unsigned long long)h1,
+                 (unsigned long long)h2);
+        assert_string_equal(a, want);
+    }
+}
+
+static void
+t_many_ids_distinct(void **state)
+{
+    char(*ids)[40] = calloc(2000, 40);
+    char key[64];
+    size_t i, j;
+
+    (void)state;
+    assert_non_null(ids);
+    for (i = 0; i < 2000; i++) {
+        snprintf(key, sizeof(key), "2026-12-02T12:27:%02zu.%09zuZ", i % 60, i);
+        id_of("n", CID, key, ids[i]);
+    }
+    for (i = 0; i < 2000; i++)
+        for (j = i + 1; j < 2000; j++)
+            if (strcmp(ids[i], ids[j]) == 0)
+                fail_msg("ids %zu and %zu collide", i, j);
+    free(ids);
+}
+
+static void
+t_now_rfc3339(void **state)
+{
+    char buf[64];
+    struct tm tm;
+    time_t now = time(NULL), t;
+    int ms = -1;
+    char z = 0;
+
+    (void)state;
+    memset(buf, 'X', sizeof(buf));
+    report_now_rfc3339(buf, sizeof(buf));
+    /* 2026-12-02T12:27:21.123Z */
+    assert_int_equal(strlen(buf), 24);
+    assert_int_equal(buf[4], '-');
+    assert_int_equal(buf[10], 'T');
+    assert_int_equal(buf[19], '.');
+    assert_int_equal(buf[23], 'Z');
+    memset(&tm, 0, sizeof(tm));
+    assert_int_equal(sscanf(buf, "%4d-%2d-%2dT%2d:%2d:%2d.%3d%c", &tm.tm_year,
+                            &tm.tm_mon, &tm.tm_mday, &tm.tm_hour, &tm.tm_min,
+                            &tm.tm_sec, &ms, &z),
+                     8);
+    assert_int_equal(z, 'Z');
+    assert_true(ms >= 0 && ms <= 999);
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    t = timegm(&tm);
+    /* UTC, and now. */
+    assert_true(t >= now - 5 && t <= now + 5);
+}
+
+/* ---- reports.jsonl ---------------------------------------------------- */
+
+struct tmp {
+    char dir[64];
+    char path[128];
+};
+
+static void
+tmp_new(struct tmp *t)
+{
+    snprintf(t->dir, sizeof(t->dir), "/tmp/reapd-report-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(t->path, sizeof(t->path), "%s/reports.jsonl", t->dir);
+}
+
+static void
+tmp_free(struct tmp *t)
+{
+    unlink(t->path);
+    rmdir(t->dir);
+}
+
+static char *
+slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* Every line is one whole report; returns how many. */
+static size_t
+check_lines(const char *path)
+{
+    size_t len, n = 0;
+    char *buf = slurp(path, &len);
+    char *p = buf, *nl;
+
+    if (len > 0)
+        assert_int_equal(buf[len - 1], '\n');
+    while ((nl = strchr(p, '\n')) != NULL) {
+        struct json_node *root =
+            json_parse(p, (size_t)(nl - p), NULL, 0, NULL, 0, NULL);
+
+        if (root == NULL)
+            fail_msg("line %zu is not JSON: %.*s", n + 1, (int)(nl - p), p);
+        assert_non_null(json_get(root, "report_id"));
+        json_free(root);
+        n++;
+        p = nl + 1;
+    }
+    assert_int_equal(*p, '\0');
+    free(buf);
+    return n;
+}
+
+static void
+t_log_append(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct stat st;
+    mode_t old = umask(022);
+    int i;
+
+    (void)state;
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    umask(old);
+    assert_non_null(rl);
+    assert_string_equal(report_log_path(rl), t.path);
+    /* Created at once, private to the group, not world-readable. */
+    assert_int_equal(stat(t.path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    assert_int_equal(st.st_mode & 07777, 0640);
+    assert_int_equal(st.st_size, 0);
+    for (i = 0; i < 200; i++) {
+        struct report r = full_report();
+        char key[32];
+        size_t len;
+        char *s;
+
+        snprintf(key, sizeof(key), "exit-%d", i);
+        report_make_id(&r, key);
+        r.name = i % 2 ? "multi\nline\nname" : "plain";
+        s = report_to_json(&r, &len);
+        assert_non_null(s);
+        assert_int_equal(report_log_append(rl, s, len), 0);
+        free(s);
+    }
+    assert_int_equal(check_lines(t.path), 200);
+    report_log_close(rl);
+
+    /* Reopening appends; it never truncates. */
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    {
+        struct report r = full_report();
+        size_t len;
+        char *s = report_to_json(&r, &len);
+
+        assert_int_equal(report_log_append(rl, s, len), 0);
+        free(s);
+    }
+    report_log_close(rl);
+    assert_int_equal(check_lines(t.path), 201);
+    report_log_close(NULL);
+    tmp_free(&t);
+}
+
+/* Two handles on one file (a restart overlapping the old process): each
+ * append lands whole, none overwrites another. */
+static void
+t_log_two_writers(void **state)
+{
+    struct tmp t;
+    struct report_log *a, *b;
+    int i;
+
+    (void)state;
+    tmp_new(&t);
+    a = report_log_open(t.dir);
+    b = report_log_open(t.dir);
+    assert_non_null(a);
+    assert_non_null(b);
+    for (i = 0; i < 50; i++) {
+        struct report r = full_report();
+        size_t len;
+        char *s = report_to_json(&r, &len);
+
+        assert_int_equal(report_log_append(i % 2 ? a : b, s, len), 0);
+        free(s);
+    }
+    report_log_close(a);
+    report_log_close(b);
+    assert_int_equal(check_lines(t.path), 50);
+    tmp_free(&t);
+}
+
+static void
+t_log_open_fails(void **state)
+{
+    struct tmp t;
+    char path[160];
+    int fd;
+
+    (void)state;
+    tmp_new(&t);
+    snprintf(path, sizeof(path), "%s/does/not/exist", t.dir);
+    errno = 0;
+    assert_null(report_log_open(path));
+    assert_int_equal(errno, ENOENT);
+
+    /* A file where the directory should be. */
+    snprintf(path, sizeof(path), "%s/file", t.dir);
+    fd = open(path, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    errno = 0;
+    assert_null(report_log_open(path));
+    assert_int_equal(errno, ENOTDIR);
+    unlink(path);
+
+    /* A directory we may not write to; root may write anywhere, so this
+     * part only means something for other users. */
+    if (geteuid() != 0) {
+        snprintf(path, sizeof(path), "%s/ro", t.dir);
+        assert_int_equal(mkdir(path, 0500), 0);
+        errno = 0;
+        assert_null(report_log_open(path));
+        assert_int_equal(errno, EACCES);
+        rmdir(path);
+    }
+    /* reports.jsonl itself a directory. */
+    assert_int_equal(mkdir(t.path, 0700), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, EISDIR);
+    rmdir(t.path);
+    tmp_free(&t);
+}
+
+/* The disk is full: the append fails with ENOSPC. */
+static void
+t_log_disk_full(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct report r = full_report();
+    size_t len;
+    char *s;
+
+    (void)state;
+    if (access("/dev/full", W_OK) != 0)
+        skip();
+    tmp_new(&t);
+    assert_int_equal(symlink("/dev/full", t.path), 0);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    s = report_to_json(&r, &len);
+    errno = 0;
+    assert_int_equal(report_log_append(rl, s, len), -1);
+    assert_int_equal(errno, ENOSPC);
+    free(s);
+    report_log_close(rl);
+    tmp_free(&t);
+}
+
+/*
+ * The file may grow only so far (RLIMIT_FSIZE stands in for a filling
+ * disk): the write of the next line is cut short. The torn tail must be
+ * cut off again, so the file still holds whole lines only.
+ */
+static void
+t_log_torn_line_cut(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct report r = full_report();
+    struct rlimit old, lim;
+    struct stat st;
+    size_t len;
+    char *s;
+    int rc, e;
+
+    (void)state;
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    s = report_to_json(&r, &len);
+    assert_int_equal(report_log_append(rl, s, len), 0);
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    /* Room for half of the next line. */
+    lim.rlim_cur = (rlim_t)(len + 1 + len / 2);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    errno = 0;
+    rc = report_log_append(rl, s, len);
+    e = errno;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(rc, -1);
+    assert_true(e != 0);
+    assert_int_equal(stat(t.path, &st), 0);
+    assert_int_equal((size_t)st.st_size, len + 1);
+    assert_int_equal(check_lines(t.path), 1);
+    /* And the log goes on once there is room again. */
+    assert_int_equal(report_log_append(rl, s, len), 0);
+    assert_int_equal(check_lines(t.path), 2);
+    free(s);
+    report_log_close(rl);
+    tmp_free(&t);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_full_report),
+        cmocka_unit_test(t_unknowns_are_null),
+        cmocka_unit_test(t_number_edges),
+        cmocka_unit_test(t_escaping),
+        cmocka_unit_test(t_many_labels),
+        cmocka_unit_test(t_report_id),
+        cmocka_unit_test(t_report_id_stable),
+        cmocka_unit_test(t_many_ids_distinct),
+        cmocka_unit_test(t_now_rfc3339),
+        cmocka_unit_test(t_log_append),
+        cmocka_unit_test(t_log_two_writers),
+        cmocka_unit_test(t_log_open_fails),
+        cmocka_unit_test(t_log_disk_full),
+        cmocka_unit_test(t_log_torn_line_cut),
+    };
+
+    signal(SIGPIPE, SIG_IGN);
+    /* Going over RLIMIT_FSIZE must fail a write, not kill the test. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    if (getenv("TEST_SKIP") != NULL)
+        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

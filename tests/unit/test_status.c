@@ -1,0 +1,1178 @@
+/*
+ * test_status — the read-only HTTP status endpoint in agent/status.c.
+ *
+ * A real reaper (loop + fake engine + docker client + config + reaper, as
+ * in test_reaper.c) stands behind a status endpoint on 127.0.0.1 or on a
+ * unix socket; requests go through loop_http on the same event_base, and
+ * hostile ones (oversized headers, garbage request lines, half-sent
+ * requests) through raw sockets. The endpoint faces whatever can reach the
+ * port, so after each hostile request it must still answer /livez.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "docker.h"
+#include "fake_engine.h"
+#include "json.h"
+#include "lifecycle.h"
+#include "log.h"
+#include "loop.h"
+#include "reaper.h"
+#include "report.h"
+#include "status.h"
+
+static const char *A =
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
+static const char *B =
+    "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
+static const char *MANAGED = "{\"reapd.managed\":\"true\"}";
+
+struct h {
+    char dir[64];
+    char sock[96];
+    char ssock[96]; /* the status endpoint's unix socket, if any */
+    int port;
+    struct loop *l;
+    struct fake_engine *fe;
+    struct docker *d;
+    struct config *cfg;
+    struct report_log *rl;
+    struct reaper *r;
+    struct status *s;
+    struct event *tick;
+};
+
+/* A port nobody listens on right now: bind to 0, read it back, close. */
+static int
+free_port(void)
+{
+    struct sockaddr_in sin;
+    socklen_t slen = sizeof(sin);
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+    assert_true(fd >= 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
+    port = ntohs(sin.sin_port);
+    close(fd);
+    return port;
+}
+
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+}
+
+/* Everything but the status endpoint. */
+static struct h *
+h_base(void)
+{
+    struct h *h = calloc(1, sizeof(*h));
+    struct config_errors errs = {0};
+    char text[2048];
+    struct timeval tv = {0, 10000};
+
+    assert_non_null(h);
+    snprintf(h->dir, sizeof(h->dir), "/tmp/reapd-status-XXXXXX");
+    assert_non_null(mkdtemp(h->dir));
+    snprintf(h->sock, sizeof(h->sock), "%s/docker.sock", h->dir);
+    snprintf(text, sizeof(text),
+             "{\"node\":\"t\",\"state_dir\":\"%s\","
+             "\"docker\":{\"socket\":\"%s\",\"request_timeout_ms\":2000,"
+             "\"reconnect_max_ms\":200},"
+             "\"delete\":{\"poll_interval_ms\":20,\"retry_base_ms\":20,"
+             "\"retry_max_ms\":100}}",
+             h->dir, h->sock);
+    if (config_parse("test", text, strlen(text), &h->cfg, &errs) != 0) {
+        size_t i;
+
+        for (i = 0; i < errs.count; i++)
+            fprintf(stderr, "%s\n", errs.lines[i]);
+        fail_msg("config rejected");
+    }
+    h->l = loop_new();
+    assert_non_null(h->l);
+    h->fe = fake_engine_new(loop_base(h->l), h->sock);
+    assert_non_null(h->fe);
+    h->d = docker_new(h->l, h->sock, 2000, 200);
+    assert_non_null(h->d);
+    h->rl = report_log_open(h->dir);
+    assert_non_null(h->rl);
+    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
+    assert_non_null(h->r);
+    /* Keeps the loop turning so run_until can look at the clock. */
+    h->tick = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, NULL);
+    event_add(h->tick, &tv);
+    return h;
+}
+
+/* With the endpoint on 127.0.0.1:<a free port>. */
+static struct h *
+h_new(void)
+{
+    struct h *h = h_base();
+    char listen[64];
+
+    h->port = free_port();
+    snprintf(listen, sizeof(listen), "127.0.0.1:%d", h->port);
+    h->s = status_new(h->l, listen, h->r);
+    assert_non_null(h->s);
+    return h;
+}
+
+static void
+h_free(struct h *h)
+{
+    char path[128];
+
+    status_free(h->s);
+    event_free(h->tick);
+    reaper_free(h->r);
+    docker_free(h->d);
+    fake_engine_free(h->fe);
+    loop_free(h->l);
+    report_log_close(h->rl);
+    config_free(h->cfg);
+    snprintf(path, sizeof(path), "%s/reports.jsonl", h->dir);
+    unlink(path);
+    if (h->ssock[0] != '\0')
+        unlink(h->ssock);
+    rmdir(h->dir);
+    free(h);
+}
+
+typedef int (*cond_fn)(struct h *h, const void *arg);
+
+static void
+run_until(struct h *h, cond_fn cond, const void *arg, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (!cond(h, arg)) {
+        if (loop_now_ms() > deadline)
+            fail_msg("condition not reached within %d ms", ms);
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
+    }
+}
+
+static void
+run_for(struct h *h, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (loop_now_ms() < deadline)
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
+}
+
+static int
+is_ready(struct h *h, const void *arg)
+{
+    (void)arg;
+    return reaper_ready(h->r, NULL);
+}
+
+static int
+tracked(struct h *h, const void *arg)
+{
+    struct reaper_stats st;
+
+    reaper_stats(h->r, &st);
+    return st.tracked >= *(const size_t *)arg;
+}
+
+/* ---- one request through loop_http ----------------------------------- */
+
+struct resp {
+    int done;
+    enum http_error error;
+    long status;
+    char *body;
+    size_t len;
+    char ctype[128];
+    char allow[64];
+};
+
+static void
+on_done(const struct http_response *res, void *arg)
+{
+    struct resp *r = arg;
+    const char *v;
+
+    r->done = 1;
+    r->error = res->error;
+    r->status = res->status;
+    r->body = malloc(res->body_len + 1);
+    assert_non_null(r->body);
+    memcpy(r->body, res->body != NULL ? res->body : "", res->body_len);
+    r->body[res->body_len] = '\0';
+    r->len = res->body_len;
+    v = http_response_header(res, "Content-Type");
+    snprintf(r->ctype, sizeof(r->ctype), "%s", v ? v : "");
+    v = http_response_header(res, "Allow");
+    snprintf(r->allow, sizeof(r->allow), "%s", v ? v : "");
+}
+
+static int
+resp_done(struct h *h, const void *arg)
+{
+    (void)h;
+    return ((const struct resp *)arg)->done;
+}
+
+static void
+resp_clear(struct resp *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof(*r));
+}
+
+static void
+request_full(struct h *h, const char *method, const char *path,
+             const char *const *hdrs, size_t nhdrs, const char *body,
+             struct resp *r)
+{
+    char url[8192 + 256];
+    struct http_request req = {0};
+
+    memset(r, 0, sizeof(*r));
+    if (h->ssock[0] != '\0') {
+        snprintf(url, sizeof(url), "http://localhost%s", path);
+        req.unix_socket = h->ssock;
+    } else {
+        snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", h->port, path);
+    }
+    req.method = method;
+    req.url = url;
+    req.headers = hdrs;
+    req.nheaders = nhdrs;
+    req.body = body;
+    req.body_len = body != NULL ? strlen(body) : 0;
+    req.timeout_ms = 3000;
+    assert_non_null(loop_http(h->l, &req, NULL, NULL, on_done, r));
+    run_until(h, resp_done, r, 4000);
+}
+
+static void
+request(struct h *h, const char *method, const char *path, struct resp *r)
+{
+    request_full(h, method, path, NULL, 0, NULL, r);
+}
+
+/* The body as JSON; fails the test when it is not. */
+static struct json_node *
+json_body(const struct resp *r)
+{
+    char err[256] = "";
+    struct json_node *root =
+        json_parse(r->body, r->len, NULL, 0, err, sizeof(err), NULL);
+
+    if (root == NULL)
+        fail_msg("not JSON (%s): %s", err, r->body);
+    assert_string_equal(r->ctype, "application/json");
+    return root;
+}
+
+static void
+expect_live(struct h *h)
+{
+    struct resp r;
+    struct json_node *root;
+    const struct json_node *live;
+
+    request(h, "GET", "/livez", &r);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    live = json_get(root, "live");
+    assert_non_null(live);
+    assert_int_equal(live->type, JSON_BOOL);
+    assert_true(live->boolean);
+    assert_int_equal(root->count, 1);
+    json_free(root);
+    resp_clear(&r);
+}
+
+/* ---- a raw client, for what libcurl would never send ----------------- */
+
+/*
+ * Sends `req` (len bytes) on a fresh TCP connection and collects what
+ * comes back until the server closes or `ms` pass, running the loop all
+ * along (the server lives on it). Returns the bytes received; *closed
+ * says whether the server closed the connection.
+ */
+static size_t
+raw_exchange(struct h *h, const char *req, size_t len, char *out, size_t cap,
+             int ms, int *closed)
+{
+    struct sockaddr_in sin;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    size_t sent = 0, got = 0;
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    assert_true(fd >= 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)h->port);
+    /* The kernel completes the handshake from the backlog. */
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    *closed = 0;
+    while (loop_now_ms() < deadline) {
+        ssize_t n;
+
+        if (sent < len) {
+            n = send(fd, req + sent, len - sent, 0);
+            if (n > 0)
+                sent += (size_t)n;
+            else if (n < 0 && errno != EAGAIN && errno != EINTR)
+                sent = len; /* the server gave up on us: fine */
+        }
+        n = recv(fd, out + got, cap - 1 - got, 0);
+        if (n > 0) {
+            got += (size_t)n;
+            if (got == cap - 1)
+                break;
+        } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            *closed = 1;
+            break;
+        }
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
+    out[got] = '\0';
+    close(fd);
+    return got;
+}
+
+/* HTTP/1.x status code of a raw answer, or -1. */
+static int
+raw_status(const char *buf)
+{
+    int major, minor, code;
+
+    if (sscanf(buf, "HTTP/%d.%d %d", &major, &minor, &code) != 3)
+        return -1;
+    return code;
+}
+
+/* ---- tests ------------------------------------------------------------ */
+
+static void
+t_livez(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+
+    (void)state;
+    /* Live before the reaper even started: the process answers. */
+    expect_live(h);
+    /* The query string is not part of the path. */
+    request(h, "GET", "/livez?verbose=1", &r);
+    assert_int_equal(r.status, 200);
+    resp_clear(&r);
+    h_free(h);
+}
+
+static int
+has_reason(const struct json_node *root, const char *reason)
+{
+    const char *s = json_string(json_get(root, "reason"));
+
+    return s != NULL && strcmp(s, reason) == 0;
+}
+
+static void
+t_readyz(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    struct json_node *root;
+    const struct json_node *ready;
+
+    (void)state;
+    request(h, "GET", "/readyz", &r);
+    assert_int_equal(r.status, 503);
+    root = json_body(&r);
+    ready = json_get(root, "ready");
+    assert_non_null(ready);
+    assert_int_equal(ready->type, JSON_BOOL);
+    assert_false(ready->boolean);
+    assert_true(has_reason(root, "docker event stream not connected"));
+    json_free(root);
+    resp_clear(&r);
+
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    request(h, "GET", "/readyz", &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    ready = json_get(root, "ready");
+    assert_non_null(ready);
+    assert_true(ready->boolean);
+    assert_null(json_get(root, "reason"));
+    json_free(root);
+    resp_clear(&r);
+    h_free(h);
+}
+
+static int
+watch_up(struct h *h, const void *arg)
+{
+    (void)arg;
+    return docker_watch_connected(h->d);
+}
+
+/* Stream open but the relist failing: not ready, and it says why. */
+static void
+t_readyz_waits_for_relist(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    struct json_node *root;
+
+    (void)state;
+    fake_engine_fail(h->fe, FAKE_LIST, 500, 1000000, "list broken");
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, watch_up, NULL, 3000);
+    run_for(h, 100);
+    request(h, "GET", "/readyz", &r);
+    assert_int_equal(r.status, 503);
+    root = json_body(&r);
+    assert_true(has_reason(root, "first reconcile with the engine not done"));
+    json_free(root);
+    resp_clear(&r);
+    /* The engine recovers; the reaper's retry makes it ready. */
+    fake_engine_fail(h->fe, FAKE_LIST, 0, 0, NULL);
+    run_until(h, is_ready, NULL, 5000);
+    request(h, "GET", "/readyz", &r);
+    assert_int_equal(r.status, 200);
+    resp_clear(&r);
+    h_free(h);
+}
+
+/* The value of a metric line "name value", or -1. */
+static long long
+metric_value(const char *text, const char *name)
+{
+    size_t n = strlen(name);
+    const char *p = text;
+
+    while ((p = strstr(p, name)) != NULL) {
+        if ((p == text || p[-1] == '\n') && p[n] == ' ')
+            return strtoll(p + n + 1, NULL, 10);
+        p += n;
+    }
+    return -1;
+}
+
+static void
+t_metrics(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    struct reaper_stats st;
+    size_t one = 1;
+    char *line, *save = NULL;
+    int i, samples = 0;
+
+    (void)state;
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "other", NULL, NULL, 1);
+    run_until(h, tracked, &one, 3000);
+    run_for(h, 50);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.ctype, "text/plain; version=0.0.4");
+    reaper_stats(h->r, &st);
+    assert_true(st.events >= 4);
+    assert_int_equal(metric_value(r.body, "reapd_events_received_total"),
+                     (long long)st.events);
+    assert_int_equal(metric_value(r.body, "reapd_relists_total"),
+                     (long long)st.relists);
+    assert_int_equal(
+        metric_value(r.body, "reapd_containers_tracked{state=\"running\"}"),
+        1);
+    /* Every state has its gauge, at zero but for running. */
+    for (i = 1; i < LC_NSTATES; i++) {
+        char name[96];
+
+        snprintf(name, sizeof(name), "reapd_containers_tracked{state=\"%s\"}",
+                 lc_state_name((enum lc_state)i));
+        assert_int_equal(metric_value(r.body, name), 0);
+    }
+    assert_int_equal(
+        metric_value(r.body, "reapd_removals_total{result=\"ok\"}"), 0);
+    /* The exposition format: comments, or "name[{labels}] value". */
+    assert_int_equal(r.body[r.len - 1], '\n');
+    for (line = strtok_r(r.body, "\n", &save); line != NULL;
+         line = strtok_r(NULL, "\n", &save)) {
+        char name[128];
+        unsigned long long v;
+        char extra;
+
+        if (strncmp(line, "# HELP ", 7) == 0 ||
+            strncmp(line, "# TYPE ", 7) == 0)
+            continue;
+        if (sscanf(line, "%127s %llu %c", name, &v, &extra) != 2)
+            fail_msg("bad metric line: %s", line);
+        if (strncmp(name, "reapd_", 6) != 0)
+            fail_msg("metric outside the reapd_ namespace: %s", line);
+        samples++;
+    }
+    assert_int_equal(samples, 4 + LC_NSTATES + 4);
+    resp_clear(&r);
+    h_free(h);
+}
+
+static void
+t_containers(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    struct json_node *root;
+    const struct json_node *list, *c;
+    char path[128];
+    size_t one = 1;
+
+    (void)state;
+    /* Empty before anything is tracked. */
+    request(h, "GET", "/v1/containers", &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    list = json_get(root, "containers");
+    assert_non_null(list);
+    assert_int_equal(list->type, JSON_ARRAY);
+    assert_int_equal(list->count, 0);
+    json_free(root);
+    resp_clear(&r);
+
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "other", "{\"x\":\"y\"}", NULL, 1);
+    run_until(h, tracked, &one, 3000);
+    run_for(h, 50);
+
+    request(h, "GET", "/v1/containers", &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    list = json_get(root, "containers");
+    assert_non_null(list);
+    assert_int_equal(list->type, JSON_ARRAY);
+    /* Only the managed one: the other is ignored by policy. */
+    assert_int_equal(list->count, 1);
+    c = list->items[0];
+    assert_string_equal(json_string(json_get(c, "container_id")), A);
+    assert_string_equal(json_string(json_get(c, "name")), "web-1");
+    assert_string_equal(json_string(json_get(c, "policy")), "managed");
+    assert_string_equal(json_string(json_get(c, "state")), "running");
+    assert_int_equal(json_get(c, "exit_code")->type, JSON_NULL);
+    assert_int_equal(json_get(c, "exit_code_source")->type, JSON_NULL);
+    assert_int_equal(json_get(c, "engine_exit_code")->type, JSON_NULL);
+    assert_int_equal(json_get(c, "destroy_seen")->type, JSON_BOOL);
+    assert_false(json_get(c, "destroy_seen")->boolean);
+    assert_non_null(json_get(c, "delete_attempts"));
+    json_free(root);
+    resp_clear(&r);
+
+    /* One of them by id. */
+    snprintf(path, sizeof(path), "/v1/containers/%s", A);
+    request(h, "GET", path, &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    assert_int_equal(root->type, JSON_OBJECT);
+    assert_string_equal(json_string(json_get(root, "container_id")), A);
+    assert_string_equal(json_string(json_get(root, "state")), "running");
+    json_free(root);
+    resp_clear(&r);
+
+    /* Known to the engine but not tracked, and unknown: 404 JSON. */
+    snprintf(path, sizeof(path), "/v1/containers/%s", B);
+    request(h, "GET", path, &r);
+    assert_int_equal(r.status, 404);
+    root = json_body(&r);
+    assert_non_null(json_string(json_get(root, "error")));
+    json_free(root);
+    resp_clear(&r);
+    request(h, "GET",
+            "/v1/containers/"
+            "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+            &r);
+    assert_int_equal(r.status, 404);
+    root = json_body(&r);
+    assert_non_null(json_string(json_get(root, "error")));
+    json_free(root);
+    resp_clear(&r);
+    h_free(h);
+}
+
+static void
+t_not_found(void **state)
+{
+    static const char *paths[] = {
+        "/",
+        "/nope",
+        "/livez/",
+        "/LIVEZ",
+        "/v1",
+        "/v1/containers/",
+        "/v1/containers/abc",
+        "/v1/containers/"
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"
+        "AAAAAAAA",
+        "/v1/containers/"
+        "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+        "aaaaaaaa1/x",
+        "/v1/containers/../livez",
+        "/metrics.json",
+    };
+    struct h *h = h_new();
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        struct resp r;
+        struct json_node *root;
+
+        request(h, "GET", paths[i], &r);
+        if (r.status != 404)
+            fail_msg("%s: status %ld", paths[i], r.status);
+        root = json_body(&r);
+        assert_non_null(json_string(json_get(root, "error")));
+        json_free(root);
+        resp_clear(&r);
+    }
+    expect_live(h);
+    h_free(h);
+}
+
+static void
+t_methods(void **state)
+{
+    static const char *methods[] = {"POST", "DELETE", "PUT", "PATCH",
+                                    "OPTIONS"};
+    static const char *paths[] = {"/livez", "/v1/containers", "/nope"};
+    struct h *h = h_new();
+    size_t i, j;
+
+    (void)state;
+    for (i = 0; i < sizeof(methods) / sizeof(methods[0]); i++) {
+        for (j = 0; j < sizeof(paths) / sizeof(paths[0]); j++) {
+            struct resp r;
+            struct json_node *root;
+
+            request_full(h, methods[i], paths[j], NULL, 0,
+                         i == 0 ? "{}" : NULL, &r);
+            if (r.status != 405)
+                fail_msg("%s %s: status %ld", methods[i], paths[j], r.status);
+            assert_string_equal(r.allow, "GET, HEAD");
+            root = json_body(&r);
+            assert_non_null(json_string(json_get(root, "error")));
+            json_free(root);
+            resp_clear(&r);
+        }
+    }
+    expect_live(h);
+    h_free(h);
+}
+
+/* A body over the 1 KiB cap is refused before any handler runs. */
+static void
+t_oversized_body(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    char *body = malloc(64 * 1024 + 1);
+
+    (void)state;
+    memset(body, 'b', 64 * 1024);
+    body[64 * 1024] = '\0';
+    request_full(h, "POST", "/livez", NULL, 0, body, &r);
+    /* Refused one way or another: a 4xx, or the connection dropped. */
+    if (r.error == HTTPC_OK)
+        assert_true(r.status >= 400 && r.status < 500);
+    resp_clear(&r);
+    free(body);
+    expect_live(h);
+    h_free(h);
+}
+
+static void
+t_oversized_header(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    char *hdr = malloc(12 * 1024);
+    const char *hdrs[1];
+
+    (void)state;
+    memcpy(hdr, "X-Big: ", 7);
+    memset(hdr + 7, 'h', 10 * 1024);
+    hdr[7 + 10 * 1024] = '\0';
+    hdrs[0] = hdr;
+    request_full(h, "GET", "/livez", hdrs, 1, NULL, &r);
+    assert_int_equal(r.error, HTTPC_OK);
+    assert_true(r.status >= 400 && r.status < 500);
+    resp_clear(&r);
+    free(hdr);
+    /* Many small headers that add up past the cap. */
+    {
+        const char *many[64];
+        char(*lines)[200] = calloc(64, 200);
+        int i;
+
+        for (i = 0; i < 64; i++) {
+            snprintf(lines[i], 200, "X-H%d: %0180d", i, i);
+            many[i] = lines[i];
+        }
+        request_full(h, "GET", "/livez", many, 64, NULL, &r);
+        assert_int_equal(r.error, HTTPC_OK);
+        assert_true(r.status >= 400 && r.status < 500);
+        resp_clear(&r);
+        free(lines);
+    }
+    expect_live(h);
+    h_free(h);
+}
+
+/* A raw request that is well-formed, to show the raw client works. */
+static void
+t_raw_good_request(void **state)
+{
+    struct h *h = h_new();
+    static const char get[] = "GET /livez HTTP/1.0\r\n\r\n";
+    static const char two[] = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+                              "GET /readyz HTTP/1.1\r\nHost: x\r\n"
+                              "Connection: close\r\n\r\n";
+    char out[4096];
+    int closed;
+    const char *second;
+
+    (void)state;
+    raw_exchange(h, get, sizeof(get) - 1, out, sizeof(out), 3000, &closed);
+    assert_int_equal(raw_status(out), 200);
+    assert_non_null(strstr(out, "{\"live\":true}"));
+    assert_true(closed); /* HTTP/1.0: closed after the answer */
+    /* Two pipelined on one keep-alive connection: both answered, in
+     * order. */
+    raw_exchange(h, two, sizeof(two) - 1, out, sizeof(out), 3000, &closed);
+    assert_int_equal(raw_status(out), 200);
+    second = strstr(out, "{\"live\":true}\n");
+    assert_non_null(second);
+    second += strlen("{\"live\":true}\n");
+    assert_int_equal(raw_status(second), 503);
+    h_free(h);
+}
+
+/*
+ * status.c accepts HEAD (405 is for "methods other than GET/HEAD"), but
+ * builds the same body as for GET, and evhttp 2.1 sends whatever body it
+ * is given. A HEAD answer must end with its headers (RFC 9110 9.3.2); on
+ * a keep-alive connection the stray body is read as the start of the next
+ * answer.
+ */
+static void
+t_regress_head_has_no_body(void **state)
+{
+    struct h *h = h_new();
+    static const char head[] = "HEAD /livez HTTP/1.0\r\n\r\n";
+    static const char pipelined[] =
+        "HEAD /livez HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET /livez HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char one[4096], two[4096];
+    const char *end1, *end2;
+    int closed;
+
+    (void)state;
+    raw_exchange(h, head, sizeof(head) - 1, one, sizeof(one), 3000, &closed);
+    raw_exchange(h, pipelined, sizeof(pipelined) - 1, two, sizeof(two), 3000,
+                 &closed);
+    h_free(h);
+    assert_int_equal(raw_status(one), 200);
+    end1 = strstr(one, "\r\n\r\n");
+    assert_non_null(end1);
+    assert_int_equal(raw_status(two), 200);
+    end2 = strstr(two, "\r\n\r\n");
+    assert_non_null(end2);
+    if (end1[4] != '\0')
+        fail_msg("HEAD /livez answered with a body: \"%s\"", end1 + 4);
+    /* Right after the HEAD answer's headers: the GET answer. */
+    if (strncmp(end2 + 4, "HTTP/1.1 200", 12) != 0)
+        fail_msg("after the HEAD answer came \"%.40s\", not the next "
+                 "status line",
+                 end2 + 4);
+}
+
+static void
+t_raw_garbage(void **state)
+{
+    static const char *garbage[] = {
+        "GARBAGE\x01\x02 nonsense\r\n\r\n",
+        "GET\r\n\r\n",
+        "GET /livez HTTP/9.9\r\n\r\n",
+        "GET /livez HTTP/1.1\r\nno colon here\r\n\r\n",
+        "\r\n\r\n\r\n\r\n",
+        "GET ht!tp://[::1 HTTP/1.1\r\n\r\n",
+        "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", /* a TLS hello */
+        "GET /livez HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        "POST /livez HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        "zz\r\n\r\n",
+    };
+    struct h *h = h_new();
+    char out[8192];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(garbage) / sizeof(garbage[0]); i++) {
+        int closed = 0;
+        size_t n = raw_exchange(h, garbage[i], strlen(garbage[i]), out,
+                                sizeof(out), 1500, &closed);
+        int code = raw_status(out);
+
+        /* Answered with a 4xx (or 5xx for an unknown version), or
+         * just closed; never a 200 for garbage. */
+        if (n > 0 && (code < 400 || code > 599))
+            fail_msg("garbage %zu answered: %.80s", i, out);
+        expect_live(h);
+    }
+    h_free(h);
+}
+
+/* A request line far over the header cap, and a flood of junk bytes. */
+static void
+t_raw_floods(void **state)
+{
+    struct h *h = h_new();
+    size_t big = 256 * 1024;
+    char *req = malloc(big + 64);
+    char out[4096];
+    int closed;
+    size_t n;
+
+    (void)state;
+    memcpy(req, "GET /", 5);
+    memset(req + 5, 'a', big);
+    memcpy(req + 5 + big, " HTTP/1.1\r\n\r\n", 14);
+    n = raw_exchange(h, req, big + 19, out, sizeof(out), 3000, &closed);
+    if (n > 0)
+        assert_true(raw_status(out) >= 400);
+    else
+        assert_true(closed);
+    expect_live(h);
+    memset(req, 0xff, big);
+    n = raw_exchange(h, req, big, out, sizeof(out), 3000, &closed);
+    if (n > 0)
+        assert_true(raw_status(out) >= 400);
+    expect_live(h);
+    free(req);
+    h_free(h);
+}
+
+/* A client that sends half a request and waits does not hold up others
+ * (the endpoint is on the daemon's only loop). */
+static void
+t_half_request_does_not_block(void **state)
+{
+    struct h *h = h_new();
+    struct sockaddr_in sin;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    static const char half[] = "GET /livez HTTP/1.1\r\nHost: x\r\n";
+
+    (void)state;
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)h->port);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(send(fd, half, sizeof(half) - 1, 0),
+                     (ssize_t)(sizeof(half) - 1));
+    run_for(h, 50);
+    expect_live(h);
+    expect_live(h);
+    close(fd);
+    run_for(h, 50);
+    expect_live(h);
+    h_free(h);
+}
+
+static void
+t_concurrent_requests(void **state)
+{
+    struct h *h = h_new();
+    struct resp r[20];
+    char url[64];
+    int i;
+
+    (void)state;
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", h->port);
+    for (i = 0; i < 20; i++) {
+        struct http_request req = {.url = url, .timeout_ms = 3000};
+
+        memset(&r[i], 0, sizeof(r[i]));
+        assert_non_null(loop_http(h->l, &req, NULL, NULL, on_done, &r[i]));
+    }
+    for (i = 0; i < 20; i++) {
+        run_until(h, resp_done, &r[i], 4000);
+        assert_int_equal(r[i].status, 200);
+        assert_non_null(strstr(r[i].body, "reapd_events_received_total"));
+        resp_clear(&r[i]);
+    }
+    h_free(h);
+}
+
+static void
+t_unix_listen(void **state)
+{
+    struct h *h = h_base();
+    char listen[160];
+    struct stat st;
+
+    (void)state;
+    snprintf(h->ssock, sizeof(h->ssock), "%s/status.sock", h->dir);
+    snprintf(listen, sizeof(listen), "unix:%s", h->ssock);
+    h->s = status_new(h->l, listen, h->r);
+    assert_non_null(h->s);
+    assert_int_equal(stat(h->ssock, &st), 0);
+    assert_true(S_ISSOCK(st.st_mode));
+    expect_live(h);
+    {
+        struct resp r;
+
+        request(h, "GET", "/readyz", &r);
+        assert_int_equal(r.status, 503);
+        resp_clear(&r);
+    }
+    /* The socket goes with the endpoint. */
+    status_free(h->s);
+    h->s = NULL;
+    assert_int_equal(stat(h->ssock, &st), -1);
+    assert_int_equal(errno, ENOENT);
+
+    /* A stale socket left by an earlier run is replaced. */
+    h->s = status_new(h->l, listen, h->r);
+    assert_non_null(h->s);
+    status_free(h->s);
+    h->s = status_new(h->l, listen, h->r);
+    assert_non_null(h->s);
+    expect_live(h);
+    h_free(h);
+}
+
+/*
+ * The unlink before bind is there for "a stale socket from an earlier
+ * run". A path that names anything else — a typo pointing status.listen
+ * at reports.jsonl, say — must be refused and left alone, not deleted.
+ */
+static void
+t_regress_unix_listen_keeps_regular_file(void **state)
+{
+    struct h *h = h_base();
+    char path[128], listen[160];
+    struct stat st;
+    int fd;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/precious.txt", h->dir);
+    fd = open(path, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, "data\n", 5), 5);
+    close(fd);
+    snprintf(listen, sizeof(listen), "unix:%s", path);
+    h->s = status_new(h->l, listen, h->r);
+    if (h->s != NULL) {
+        status_free(h->s);
+        h->s = NULL;
+    }
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != 5) {
+        unlink(path);
+        h_free(h);
+        fail_msg("status_new(\"unix:%s\") deleted the regular file there",
+                 path);
+    }
+    unlink(path);
+    h_free(h);
+}
+
+static int
+count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+
+    assert_non_null(d);
+    while ((e = readdir(d)) != NULL)
+        n++;
+    closedir(d);
+    return n;
+}
+
+static void
+t_off(void **state)
+{
+    struct h *h = h_base();
+    int before, after;
+
+    (void)state;
+    before = count_fds();
+    h->s = status_new(h->l, "off", h->r);
+    after = count_fds();
+    assert_non_null(h->s);
+    /* Not a single socket opened. */
+    assert_int_equal(after, before);
+    status_free(h->s);
+    h->s = NULL;
+    status_free(NULL);
+    h_free(h);
+}
+
+static void
+t_bad_listen(void **state)
+{
+    struct h *h = h_base();
+    char buf[256], longpath[200];
+    static const char *bad[] = {
+        "",
+        "127.0.0.1",
+        "127.0.0.1:",
+        "127.0.0.1:0",
+        "127.0.0.1:65536",
+        "127.0.0.1:-1",
+        "127.0.0.1:80x",
+        "127.0.0.1:99999999999999999999",
+        "999.1.1.1:9323",
+        "192.0.2.1:9323", /* not an address of this host */
+        "ON",
+        "unix:/nonexistent-dir-for-reapd/x.sock",
+    };
+    size_t i;
+    int fd, port;
+    struct sockaddr_in sin;
+
+    (void)state;
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct status *s = status_new(h->l, bad[i], h->r);
+
+        if (s != NULL) {
+            status_free(s);
+            fail_msg("status_new accepted \"%s\"", bad[i]);
+        }
+    }
+    /* A unix path longer than sun_path. */
+    memset(longpath, 'p', sizeof(longpath) - 1);
+    longpath[sizeof(longpath) - 1] = '\0';
+    snprintf(buf, sizeof(buf), "unix:/tmp/%s", longpath);
+    assert_null(status_new(h->l, buf, h->r));
+    /* A port in use. */
+    port = free_port();
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)port);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
+    assert_null(status_new(h->l, buf, h->r));
+    close(fd);
+    h_free(h);
+}
+
+/* An IPv6 literal in brackets, where the host has IPv6 loopback. */
+static void
+t_ipv6_listen(void **state)
+{
+    struct h *h = h_base();
+    char listen[64], url[96];
+    struct resp r = {0};
+    struct http_request req = {0};
+    int fd = socket(AF_INET6, SOCK_STREAM, 0);
+    struct sockaddr_in6 sin6;
+
+    (void)state;
+    memset(&sin6, 0, sizeof(sin6));
+    sin6.sin6_family = AF_INET6;
+    sin6.sin6_addr = in6addr_loopback;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sin6, sizeof(sin6)) != 0) {
+        if (fd >= 0)
+            close(fd);
+        h_free(h);
+        skip();
+    }
+    close(fd);
+    h->port = free_port();
+    snprintf(listen, sizeof(listen), "[::1]:%d", h->port);
+    h->s = status_new(h->l, listen, h->r);
+    assert_non_null(h->s);
+    snprintf(url, sizeof(url), "http://[::1]:%d/livez", h->port);
+    req.url = url;
+    req.timeout_ms = 3000;
+    assert_non_null(loop_http(h->l, &req, NULL, NULL, on_done, &r));
+    run_until(h, resp_done, &r, 4000);
+    assert_int_equal(r.status, 200);
+    resp_clear(&r);
+    h_free(h);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_livez),
+        cmocka_unit_test(t_readyz),
+        cmocka_unit_test(t_readyz_waits_for_relist),
+        cmocka_unit_test(t_metrics),
+        cmocka_unit_test(t_containers),
+        cmocka_unit_test(t_not_found),
+        cmocka_unit_test(t_methods),
+        cmocka_unit_test(t_oversized_body),
+        cmocka_unit_test(t_oversized_header),
+        cmocka_unit_test(t_raw_good_request),
+        cmocka_unit_test(t_regress_head_has_no_body),
+        cmocka_unit_test(t_raw_garbage),
+        cmocka_unit_test(t_raw_floods),
+        cmocka_unit_test(t_half_request_does_not_block),
+        cmocka_unit_test(t_concurrent_requests),
+        cmocka_unit_test(t_unix_listen),
+        cmocka_unit_test(t_regress_unix_listen_keeps_regular_file),
+        cmocka_unit_test(t_off),
+        cmocka_unit_test(t_bad_listen),
+        cmocka_unit_test(t_ipv6_listen),
+    };
+
+    signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    if (getenv("TEST_SKIP") != NULL)
+        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
