@@ -680,3 +680,115 @@ assert_one_report_id() {
   n=$(report_lines "$1" | jq -r '.report_id' | sort -u | wc -l)
   [ "$n" -le 1 ] || fail "reports for ${1:0:12} carry $n different report_ids"
 }
+
+# ================================================================ fault proxy
+# Added for test_faults.sh: tests/tools/faultproxy sits between reapd and
+# the engine ($D/proxy.sock -> $D/docker.sock) and injects faults on
+# command (control socket $D/proxy.ctl; protocol in tests/tools/README.md).
+# The functions above are unchanged; a test that uses the proxy calls
+# proxy_start after engine_start and points reapd at $PROXY_SOCK.
+
+FAULTPROXY_BIN=""
+PROXY_PID=""
+PROXY_SOCK=""
+PROXY_CTL=""
+
+# faultproxy_find: the faultproxy built with reapd: ctest passes
+# <builddir>/reapd, the proxy is <builddir>/tests/tools/faultproxy.
+faultproxy_find() {
+  FAULTPROXY_BIN=$(dirname "$REAPD_BIN")/tests/tools/faultproxy
+  [ -x "$FAULTPROXY_BIN" ] ||
+    fail "fault proxy '$FAULTPROXY_BIN' is missing: build it with 'cmake --build BUILDDIR --target faultproxy'"
+}
+
+# proxy_start: start the proxy in front of $D/docker.sock, log in
+# $D/faultproxy.log, wait (10 s at most) for its "ready" line. On a failing
+# exit the proxy's log is printed too.
+proxy_start() {
+  [ -n "$D" ] || fail "proxy_start: no engine directory (engine_start first)"
+  [ -z "$PROXY_PID" ] || fail "proxy_start: proxy already running"
+  [ -n "$FAULTPROXY_BIN" ] || faultproxy_find
+  PROXY_SOCK="$D/proxy.sock"
+  PROXY_CTL="$D/proxy.ctl"
+  "$FAULTPROXY_BIN" --listen "$PROXY_SOCK" --upstream "$D/docker.sock" \
+    --control "$PROXY_CTL" </dev/null >>"$D/faultproxy.log" 2>&1 &
+  PROXY_PID=$!
+  trap _proxy_on_exit EXIT
+  local deadline=$(($(now_ms) + 10000))
+  until grep -qx ready "$D/faultproxy.log" 2>/dev/null; do
+    pid_alive "$PROXY_PID" || fail "faultproxy exited during start: $(tail -n 5 "$D/faultproxy.log")"
+    [ "$(now_ms)" -lt "$deadline" ] || fail "faultproxy not ready within 10 s"
+    sleep 0.05
+  done
+  log "faultproxy up (pid $PROXY_PID, $PROXY_SOCK)"
+}
+
+# proxy_ctl QUERY: switch faults (GET /fault?QUERY, e.g. "del500=2",
+# "reset=1"); fails unless the proxy answers 200. Prints nothing.
+proxy_ctl() {
+  local out code
+  out=$(curl -s -m 5 -w '\n%{http_code}' --unix-socket "$PROXY_CTL" \
+    "http://proxy/fault?$1" 2>&1) || fail "faultproxy control '$1': curl failed: $out"
+  code=${out##*$'\n'}
+  [ "$code" = 200 ] || fail "faultproxy control '$1': HTTP $code: ${out%$'\n'*}"
+  log "proxy: $1"
+}
+
+# proxy_state: the proxy's faults and counters (GET /state), as JSON.
+proxy_state() {
+  curl -s -m 5 --fail --unix-socket "$PROXY_CTL" http://proxy/state ||
+    fail "faultproxy /state failed"
+}
+
+# proxy_get JQ_PATH: one value of proxy_state, e.g. proxy_get .counters.cuts
+proxy_get() {
+  proxy_state | jq -r "$1"
+}
+
+# proxy_counter_is JQ_PATH VALUE: for wait_until.
+proxy_counter_is() {
+  [ "$(proxy_get "$1")" = "$2" ]
+}
+
+# proxy_stop: SIGTERM; the proxy must exit within 5 s with status 0.
+proxy_stop() {
+  [ -n "$PROXY_PID" ] || return 0
+  local pid=$PROXY_PID st=0
+  kill -TERM "$pid" 2>/dev/null || true
+  if ! wait_pid_gone "$pid" 5; then
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
+    PROXY_PID=""
+    fail "faultproxy did not exit within 5 s of SIGTERM (killed)"
+  fi
+  wait "$pid" || st=$?
+  PROXY_PID=""
+  log "faultproxy stopped, status $st"
+  [ "$st" -eq 0 ] || fail "faultproxy exited with status $st after SIGTERM (want 0)"
+}
+
+_proxy_cleanup() {
+  [ -n "$PROXY_PID" ] || return 0
+  kill -TERM "$PROXY_PID" 2>/dev/null || true
+  wait_pid_gone "$PROXY_PID" 5 || kill -KILL "$PROXY_PID" 2>/dev/null || true
+  wait "$PROXY_PID" 2>/dev/null || true
+  PROXY_PID=""
+}
+
+_proxy_status() { return "$1"; }
+
+# The EXIT trap while a proxy runs: its log on failure, stop it, then the
+# usual _e2e_on_exit (handed the same exit status).
+_proxy_on_exit() {
+  local rc=$?
+  trap - ERR
+  set +e
+  if [ "$rc" -ne 0 ] && [ "$E2E_DONE" -eq 0 ] && [ -n "$D" ] &&
+    [ -f "$D/faultproxy.log" ]; then
+    echo "----- last 40 lines of $D/faultproxy.log -----" >&2
+    tail -n 40 "$D/faultproxy.log" >&2
+  fi
+  _proxy_cleanup
+  _proxy_status "$rc"
+  _e2e_on_exit
+}
