@@ -18,6 +18,8 @@
  *   docker.reconnect_max_ms      30000                 100 .. 3600000
  *   containerd.socket            "auto"                "auto" | "off" | path
  *   containerd.namespace         "moby" [A-Za-z0-9][._-A-Za-z0-9]*
+ *   containerd.audit_interval_ms 60000                 0 .. 86400000 (0 off)
+ *   containerd.reap_orphans      true                  boolean
  *   status.listen                "127.0.0.1:9323"      HOST:PORT | unix:/path
  *                                                      | "off"
  *   upstream.url                 null                  null | http(s)://...
@@ -83,7 +85,7 @@ struct ctx {
 };
 
 /* A scalar key of a section that maps straight onto a config field. */
-enum field_type { F_INT, F_STR, F_NULLABLE_STR };
+enum field_type { F_INT, F_STR, F_NULLABLE_STR, F_BOOL };
 
 struct field {
     const char *key;
@@ -120,6 +122,9 @@ static const struct field docker_fields[] = {
 static const struct field containerd_fields[] = {
     {"socket", F_STR, AT(containerd_socket), 0, 0, check_containerd_socket},
     {"namespace", F_STR, AT(containerd_namespace), 0, 0, check_namespace},
+    {"audit_interval_ms", F_INT, AT(containerd_audit_interval_ms), 0, 86400000,
+     NULL},
+    {"reap_orphans", F_BOOL, AT(containerd_reap_orphans), 0, 0, NULL},
 };
 
 static const struct field status_fields[] = {
@@ -596,6 +601,8 @@ apply_field(struct ctx *c, const struct json_node *m, const char *section,
                  section ? "." : "", f->key);
         if (f->type == F_INT) {
             get_int(c, m, path, f->min, f->max, (int64_t *)(void *)base);
+        } else if (f->type == F_BOOL) {
+            get_bool(c, m, path, (bool *)(void *)base);
         } else if (f->type == F_NULLABLE_STR && m->type == JSON_NULL) {
             free(*(char **)(void *)base);
             *(char **)(void *)base = NULL;
@@ -1075,6 +1082,8 @@ make_default(const char *source)
     cfg->docker_reconnect_max_ms = 30000;
     cfg->containerd_socket = strdup("auto");
     cfg->containerd_namespace = strdup("moby");
+    cfg->containerd_audit_interval_ms = 60000;
+    cfg->containerd_reap_orphans = true;
     cfg->status_listen = strdup("127.0.0.1:9323");
     cfg->upstream_url = NULL;
     cfg->upstream_timeout_ms = 5000;

@@ -8,6 +8,7 @@
 #ifndef REAPD_CONFIG_H
 #define REAPD_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -23,16 +24,20 @@ struct config {
     char *node;      /* default: gethostname() */
     char *state_dir; /* default: /var/lib/reapd */
 
-    char *docker_socket;             /* /var/run/docker.sock */
+    char *docker_socket;               /* /var/run/docker.sock */
     int64_t docker_request_timeout_ms; /* 30000: one engine call */
     int64_t docker_reconnect_max_ms;   /* 30000: events backoff cap */
 
     char *containerd_socket;    /* "auto" | "off" | path */
     char *containerd_namespace; /* "moby" */
+    /* How often the task list is checked for tasks without an engine
+     * container (0: only after each (re)subscription). */
+    int64_t containerd_audit_interval_ms; /* 60000 */
+    bool containerd_reap_orphans;         /* true */
 
     char *status_listen; /* "127.0.0.1:9323" | "unix:/path" | "off" */
 
-    char *upstream_url; /* NULL: no upstream */
+    char *upstream_url;          /* NULL: no upstream */
     int64_t upstream_timeout_ms; /* 5000 */
     struct header *upstream_headers;
     size_t nupstream_headers;

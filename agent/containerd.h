@@ -43,7 +43,10 @@ enum ctrd_task_status {
 
 /* One task (a containerd.v1.types.Process). Valid during the callback. */
 struct ctrd_task {
-    const char *container_id; /* the Docker container id */
+    const char *container_id; /* the Docker container id (containerd
+                                 1.6 leaves it out of Get/List answers;
+                                 then the init process's id, which is
+                                 the same, fills it) */
     const char *id;           /* process id: == container_id for init */
     uint32_t pid;
     enum ctrd_task_status status;
@@ -58,26 +61,32 @@ typedef void (*ctrd_list_cb)(enum ctrd_status st, const struct ctrd_task *ts,
 /* Tasks.Delete answers with the exit status it collected. */
 typedef void (*ctrd_delete_cb)(enum ctrd_status st, uint32_t exit_status,
                                const char *msg, void *arg);
-typedef void (*ctrd_done_cb)(enum ctrd_status st, const char *msg,
-                             void *arg);
+typedef void (*ctrd_done_cb)(enum ctrd_status st, const char *msg, void *arg);
 
 /*
  * `socket` is "auto" (try /run/containerd/containerd.sock, then
  * /var/run/docker/containerd/containerd.sock), "off", or a path; the
  * first path that exists is used when the first call or subscription
  * starts. Strings are copied. NULL when `socket` is "off" or on
- * allocation failure (`*off` tells which; may be NULL).
+ * allocation failure (`*off` tells which; may be NULL), or when
+ * `namespace_` is not a containerd namespace name (letters, digits, '.',
+ * '_', '-'; at most 76), since it goes into the events filter.
+ * `request_timeout_ms` also bounds connecting.
  */
 struct ctrd *ctrd_new(struct loop *l, const char *socket,
                       const char *namespace_, long request_timeout_ms,
                       long reconnect_max_ms, bool *off);
-void ctrd_free(struct ctrd *c); /* cancels everything, no callbacks */
+/* Cancels everything, no callbacks. Not from inside a ctrd callback. */
+void ctrd_free(struct ctrd *c);
 
 /* The socket in use (NULL until resolved, or none found for "auto"). */
 const char *ctrd_socket(const struct ctrd *c);
 
 /* Calls; each returns a handle valid until its callback runs or
- * ctrd_cancel, or NULL when it could not be started (no callback). */
+ * ctrd_cancel, or NULL when it could not be started (no callback): no
+ * socket found yet for "auto", or an id that is empty, longer than 128
+ * bytes or not printable ASCII. Answers are bounded (List 4 MiB, the
+ * others 64 KiB); a task is the init process (exec_id ""). */
 struct ctrd_req *ctrd_task_get(struct ctrd *c, const char *container_id,
                                ctrd_task_cb cb, void *arg);
 struct ctrd_req *ctrd_task_list(struct ctrd *c, ctrd_list_cb cb, void *arg);
@@ -106,6 +115,14 @@ struct ctrd_event {
     int64_t timestamp_ns; /* the envelope's */
 };
 
+/*
+ * containerd (grpc-go) sends Events.Subscribe's response headers only
+ * with the first event, so "subscribed" is announced when the first event
+ * arrives or once the request has been in flight for 250 ms without
+ * failing, whichever is first. An answer refused at once (a trailers-only
+ * error) is never announced. ctrd_watch_stop may be called from any of
+ * these callbacks; no event is delivered after it.
+ */
 struct ctrd_watch_cbs {
     void (*on_subscribed)(void *arg); /* reconcile now */
     void (*on_event)(const struct ctrd_event *ev, void *arg);
@@ -119,7 +136,9 @@ bool ctrd_watch_connected(const struct ctrd *c);
 uint64_t ctrd_watch_reconnects(const struct ctrd *c);
 
 /* Decoders, exposed for tests: one protobuf message (unframed). 0 or -1.
- * Results point into `ctx`-owned memory until ctrd_decoded_free. */
+ * Results point into `ctx`-owned memory until ctrd_decoded_free. A list
+ * with any invalid entry fails as a whole (a task left out would look
+ * deleted). Timestamps that are unset, Go's zero time or invalid are 0. */
 struct ctrd_decoded;
 int ctrd_decode_list(const uint8_t *msg, size_t len, struct ctrd_decoded **ctx,
                      const struct ctrd_task **tasks, size_t *n);

@@ -105,7 +105,6 @@ cstr(const struct json_node *n)
     return s != NULL && strlen(s) == n->len ? s : NULL;
 }
 
-
 static int
 api_number(const char *v)
 {
@@ -292,9 +291,8 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
                   const struct docker_container **out, size_t *n, char *err,
                   size_t errlen)
 {
-    struct json_limits lim = {.max_bytes = LIST_MAX_BODY,
-                              .max_depth = 16,
-                              .max_items = 1u << 20};
+    struct json_limits lim = {
+        .max_bytes = LIST_MAX_BODY, .max_depth = 16, .max_items = 1u << 20};
     struct json_node *root;
     struct docker_parsed *p;
     size_t i, nl = 0, lab = 0;
@@ -405,9 +403,10 @@ on_req_done(const struct http_response *res, void *arg)
     r->call = NULL;
     req_unlink(r);
     if (st != DOCKER_OK)
-        error_message(res, r->kind == REQ_DELETE    ? "delete"
-                           : r->kind == REQ_INSPECT ? "inspect"
-                                                    : "list",
+        error_message(res,
+                      r->kind == REQ_DELETE    ? "delete"
+                      : r->kind == REQ_INSPECT ? "inspect"
+                                               : "list",
                       msg, sizeof(msg));
     switch (r->kind) {
     case REQ_INSPECT:
@@ -454,7 +453,7 @@ start_req(struct docker *d, enum req_kind kind, const char *method,
         r->cb.list = (docker_list_cb)cb;
     else
         r->cb.del = (docker_delete_cb)cb;
-    snprintf(url, sizeof(url), "http://localhost/v%s%s", d->api, path);
+    snprintf(url, sizeof(url), "http://docker/v%s%s", d->api, path);
     memset(&hr, 0, sizeof(hr));
     hr.method = method;
     hr.url = url;
@@ -482,8 +481,8 @@ docker_inspect(struct docker *d, const char *id, docker_inspect_cb cb,
     if (!docker_valid_id(id))
         return NULL;
     snprintf(path, sizeof(path), "/containers/%s/json", id);
-    return start_req(d, REQ_INSPECT, "GET", path, INSPECT_MAX_BODY,
-                     (void *)cb, arg);
+    return start_req(d, REQ_INSPECT, "GET", path, INSPECT_MAX_BODY, (void *)cb,
+                     arg);
 }
 
 struct docker_req *
@@ -501,8 +500,7 @@ docker_list(struct docker *d, const char *id, docker_list_cb cb, void *arg)
                  id);
     else
         snprintf(path, sizeof(path), "/containers/json?all=1");
-    return start_req(d, REQ_LIST, "GET", path, LIST_MAX_BODY, (void *)cb,
-                     arg);
+    return start_req(d, REQ_LIST, "GET", path, LIST_MAX_BODY, (void *)cb, arg);
 }
 
 struct docker_req *
@@ -515,8 +513,8 @@ docker_delete(struct docker *d, const char *id, bool force, bool volumes,
         return NULL;
     snprintf(path, sizeof(path), "/containers/%s?force=%d&v=%d", id,
              force ? 1 : 0, volumes ? 1 : 0);
-    return start_req(d, REQ_DELETE, "DELETE", path, ERR_MAX_BODY,
-                     (void *)cb, arg);
+    return start_req(d, REQ_DELETE, "DELETE", path, ERR_MAX_BODY, (void *)cb,
+                     arg);
 }
 
 void
@@ -545,9 +543,9 @@ watch_retry(struct docker *d, const char *why)
     }
     d->wcall = NULL;
     d->wfailures++;
-    ms = backoff_delay_ms(d->wfailures, WATCH_BASE_MS,
-                          (uint64_t)d->reconnect_max_ms,
-                          backoff_rand(&d->rnd));
+    ms =
+        backoff_delay_ms(d->wfailures, WATCH_BASE_MS,
+                         (uint64_t)d->reconnect_max_ms, backoff_rand(&d->rnd));
     d->phase = W_WAITING;
     snprintf(d->lost_why, sizeof(d->lost_why), "%s", why);
     tv.tv_sec = (time_t)(ms / 1000);
@@ -620,16 +618,19 @@ on_events_done(const struct http_response *res, void *arg)
     char why[300];
 
     d->wcall = NULL;
-    if (res->error == HTTPC_ERR_ABORTED && d->parser != NULL)
+    if (d->parser != NULL && events_parser_pending(d->parser) > 0 &&
+        res->error != HTTPC_ERR_ABORTED)
+        snprintf(why, sizeof(why),
+                 "events: stream cut mid-object (%zu bytes dropped): %s",
+                 events_parser_pending(d->parser),
+                 res->error != HTTPC_OK ? res->errmsg : "closed");
+    else if (res->error == HTTPC_ERR_ABORTED && d->parser != NULL)
         snprintf(why, sizeof(why), "events: %s",
                  events_parser_error(d->parser));
     else if (res->error != HTTPC_OK)
         snprintf(why, sizeof(why), "events: %s", res->errmsg);
     else if (res->status != 200)
         snprintf(why, sizeof(why), "events: HTTP %ld", res->status);
-    else if (d->parser != NULL && events_parser_pending(d->parser) > 0)
-        snprintf(why, sizeof(why), "events: stream cut mid-object (%zu "
-                 "bytes dropped)", events_parser_pending(d->parser));
     else
         snprintf(why, sizeof(why), "events: stream closed by the engine");
     watch_retry(d, why);
@@ -649,15 +650,15 @@ open_events(struct docker *d)
     }
     /* filters={"type":["container"]} */
     n = snprintf(url, sizeof(url),
-                 "http://localhost/v%s/events?filters=%%7B%%22type%%22%%3A"
+                 "http://docker/v%s/events?filters=%%7B%%22type%%22%%3A"
                  "%%5B%%22container%%22%%5D%%7D",
                  d->api);
     if (d->checkpoint > 0) {
         /* Resume just after the last event we saw. */
         int64_t next = d->checkpoint + 1;
 
-        snprintf(url + n, sizeof(url) - (size_t)n,
-                 "&since=%lld.%09lld", (long long)(next / 1000000000),
+        snprintf(url + n, sizeof(url) - (size_t)n, "&since=%lld.%09lld",
+                 (long long)(next / 1000000000),
                  (long long)(next % 1000000000));
     }
     memset(&hr, 0, sizeof(hr));
@@ -683,8 +684,8 @@ on_version_done(const struct http_response *res, void *arg)
         snprintf(err, sizeof(err), "version: %s", res->errmsg);
     } else if (res->status != 200) {
         snprintf(err, sizeof(err), "version: HTTP %ld", res->status);
-    } else if (docker_parse_version(res->body, res->body_len, api,
-                                    sizeof(api), err, sizeof(err)) == 0) {
+    } else if (docker_parse_version(res->body, res->body_len, api, sizeof(api),
+                                    err, sizeof(err)) == 0) {
         if (strcmp(api, d->api) != 0)
             log_info(NULL, "docker: using Engine API %s on %s", api,
                      d->socket);
@@ -701,7 +702,7 @@ watch_connect(struct docker *d)
     struct http_request hr;
 
     memset(&hr, 0, sizeof(hr));
-    hr.url = "http://localhost/version";
+    hr.url = "http://docker/version";
     hr.unix_socket = d->socket;
     hr.timeout_ms = d->timeout_ms;
     hr.max_body = 1u << 20;

@@ -83,8 +83,7 @@ struct docker_req *docker_inspect(struct docker *d, const char *id,
 struct docker_req *docker_list(struct docker *d, const char *id,
                                docker_list_cb cb, void *arg);
 struct docker_req *docker_delete(struct docker *d, const char *id, bool force,
-                                 bool volumes, docker_delete_cb cb,
-                                 void *arg);
+                                 bool volumes, docker_delete_cb cb, void *arg);
 /* No callback runs after this. NULL is fine. */
 void docker_cancel(struct docker_req *r);
 
@@ -113,8 +112,7 @@ int docker_parse_inspect(const char *body, size_t len,
                          struct docker_parsed **ctx,
                          const struct docker_container **out, char *err,
                          size_t errlen);
-int docker_parse_list(const char *body, size_t len,
-                      struct docker_parsed **ctx,
+int docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
                       const struct docker_container **out, size_t *n,
                       char *err, size_t errlen);
 /* The API version to use given the engine's ApiVersion and

@@ -32,21 +32,32 @@ enum grpc_code {
  */
 uint8_t *grpc_frame(const uint8_t *msg, size_t len, size_t *out_len);
 
-/* Called once per complete message; `msg` is valid during the call only.
- * Return 0 to go on, non-zero to stop (the feed then fails). */
+/*
+ * A unary answer's body: exactly one uncompressed frame spanning all of
+ * `buf`, its message at most `max_msg` bytes (0: 4 MiB). 0 with `*msg`
+ * pointing into `buf` (borrowed, not copied), or -1 when the body is
+ * anything else (none, truncated, trailing bytes, compressed, too large).
+ */
+int grpc_unframe(const uint8_t *buf, size_t len, size_t max_msg,
+                 const uint8_t **msg, size_t *msg_len);
+
+/* Called once per complete message; `msg` is valid during the call only
+ * (for a zero-length message it is a valid pointer to no bytes). Return 0
+ * to go on, non-zero to stop (the feed then fails). The callback must not
+ * free the reader that is calling it. */
 typedef int (*grpc_msg_cb)(const uint8_t *msg, size_t len, void *arg);
 
 struct grpc_reader;
 
 /* `max_msg` bounds one message (0: 4 MiB). NULL on allocation failure. */
-struct grpc_reader *grpc_reader_new(size_t max_msg, grpc_msg_cb cb,
-                                    void *arg);
+struct grpc_reader *grpc_reader_new(size_t max_msg, grpc_msg_cb cb, void *arg);
 void grpc_reader_free(struct grpc_reader *r);
 
 /*
  * Feeds response bytes; chunk boundaries may fall anywhere. 0, or -1 on a
- * compressed frame (we never ask for compression), an oversized frame, or
- * a callback that asked to stop. Errors are sticky.
+ * compressed frame (we never ask for compression), a frame flag other
+ * than 0 or 1, an oversized frame, or a callback that asked to stop.
+ * Errors are sticky.
  */
 int grpc_reader_feed(struct grpc_reader *r, const uint8_t *buf, size_t len);
 const char *grpc_reader_error(const struct grpc_reader *r); /* or NULL */
@@ -54,10 +65,11 @@ const char *grpc_reader_error(const struct grpc_reader *r); /* or NULL */
 size_t grpc_reader_pending(const struct grpc_reader *r);
 
 /*
- * The call's status from grpc-status (a decimal 0..16; anything else ->
- * GRPC_UNKNOWN) and grpc-message (percent-decoded into `msg`, truncated to
- * msglen). `status_text` NULL (no trailer) -> -1, the call did not finish
- * properly.
+ * Returns the call's status code from grpc-status (a decimal 0..16;
+ * anything else -> GRPC_UNKNOWN) and puts grpc-message (percent-decoded,
+ * control bytes shown as '?', truncated to msglen - 1, NUL-terminated;
+ * "" when absent) into `msg`, which may be NULL. `status_text` NULL (no
+ * trailer) -> -1, the call did not finish properly.
  */
 int grpc_status(const char *status_text, const char *message_text, char *msg,
                 size_t msglen);

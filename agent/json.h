@@ -32,8 +32,8 @@ struct json_node {
     /* STRING: the value; NUMBER: the literal text; both NUL-terminated. */
     const char *str;
     size_t len;
-    int boolean;               /* BOOL */
-    struct json_node **items;  /* OBJECT members / ARRAY elements, in order */
+    int boolean;              /* BOOL */
+    struct json_node **items; /* OBJECT members / ARRAY elements, in order */
     size_t count;
     size_t offset;     /* byte offset of the value's first character */
     size_t key_offset; /* byte offset of the member key's opening quote */
@@ -110,8 +110,7 @@ void json_free(struct json_node *root);
 
 /* The member `key` of an object, or NULL (also when `obj` is not an
  * object or is NULL). The last duplicate wins. */
-const struct json_node *json_get(const struct json_node *obj,
-                                 const char *key);
+const struct json_node *json_get(const struct json_node *obj, const char *key);
 
 /* The string value, or NULL if `n` is not a string (or NULL). A "\u0000"
  * escape puts a NUL inside: compare `len` when that matters. */
@@ -122,7 +121,7 @@ const char *json_string(const struct json_node *n);
 int json_int64(const struct json_node *n, int64_t *out);
 
 /* 1-based line and column (in bytes) of `offset` within `text`. */
-void json_linecol(const char *text, size_t len, size_t offset,
-                  unsigned *line, unsigned *col);
+void json_linecol(const char *text, size_t len, size_t offset, unsigned *line,
+                  unsigned *col);
 
 #endif

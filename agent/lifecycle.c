@@ -89,6 +89,50 @@ reset_exit(struct lc *c)
     c->cleanup_ms = 0;
 }
 
+/* containerd's facts about the run just reported or restarted. Not part
+ * of reset_exit: a TaskExit of the next run may already be in. */
+static void
+clear_task_facts(struct lc *c)
+{
+    c->task_exit_seen = false;
+    c->task_exit_code = 0;
+    c->task_exit_fresh = false;
+    c->task_delete_seen = false;
+    c->task_gone_polled = false;
+    c->task_reaped_done = false;
+    c->task_failures = 0;
+}
+
+static void
+want_task_get(struct lc *c, struct lc_result *res)
+{
+    if (!c->task_get_inflight) {
+        c->task_get_inflight = true;
+        push(res, ACT_TASK_GET, 0, 0);
+    }
+}
+
+static void
+check_mismatch(struct lc *c)
+{
+    if (c->exit_known && c->die_has_code && c->die_code != c->exit_code)
+        c->anomalies |= LC_AN_EXIT_CODE_MISMATCH;
+}
+
+/* containerd's TaskExit outranks every other source. */
+static bool
+settle_from_containerd(struct lc *c)
+{
+    if (!c->task_exit_seen)
+        return false;
+    c->exit_known = true;
+    c->exit_code = c->task_exit_code;
+    c->source = LC_SRC_CONTAINERD;
+    c->anomalies &= ~(uint32_t)LC_AN_EXIT_UNKNOWN;
+    check_mismatch(c);
+    return true;
+}
+
 static void
 note_die(struct lc *c, const struct lc_obs *o)
 {
@@ -100,8 +144,7 @@ note_die(struct lc *c, const struct lc_obs *o)
     c->die_seen = true;
     c->die_has_code = o->has_exit_code;
     c->die_code = o->exit_code;
-    if (c->exit_known && c->die_has_code && c->die_code != c->exit_code)
-        c->anomalies |= LC_AN_EXIT_CODE_MISMATCH;
+    check_mismatch(c);
 }
 
 /* An exit was observed for the current run: settle it. */
@@ -125,6 +168,7 @@ back_to_running(struct lc *c, struct lc_result *res, const char *why)
     push(res, ACT_STEP_CANCEL, 0, 0);
     push(res, ACT_DEADLINES_CANCEL, 0, 0);
     reset_exit(c);
+    clear_task_facts(c);
     c->ran = true;
     c->destroy_seen = false;
     c->gone_polled = false;
@@ -139,6 +183,8 @@ finish(struct lc *c, uint64_t now, struct lc_result *res, const char *why)
     push(res, ACT_STEP_CANCEL, 0, 0);
     push(res, ACT_DEADLINES_CANCEL, 0, 0);
     c->removed = c->destroy_seen && c->gone_polled;
+    if (c->p.containerd)
+        c->task_deleted = c->task_delete_seen && c->task_gone_polled;
     if (c->exited)
         c->cleanup_ms = now >= c->exited_at_ms ? now - c->exited_at_ms : 0;
     go(c, res, LC_DONE, why);
@@ -157,11 +203,30 @@ poll_later(struct lc *c, struct lc_result *res, uint64_t ms)
 
 /* Both halves of the join hold: removal confirmed. */
 static bool
+try_task_join(struct lc *c, uint64_t now, struct lc_result *res)
+{
+    if (!(c->task_delete_seen && c->task_gone_polled))
+        return false;
+    finish(c, now, res,
+           "task deletion confirmed: /tasks/delete seen and Tasks.Get 404");
+    return true;
+}
+
+static bool
 try_join(struct lc *c, uint64_t now, struct lc_result *res)
 {
     if (!(c->destroy_seen && c->gone_polled))
         return false;
-    finish(c, now, res, "removal confirmed: destroy seen and inspect 404");
+    if (!c->p.containerd) {
+        finish(c, now, res, "removal confirmed: destroy seen and inspect 404");
+        return true;
+    }
+    /* The engine's record is gone; its containerd task must be too. */
+    push(res, ACT_STEP_CANCEL, 0, 0);
+    go(c, res, LC_TASK_CONFIRMING,
+       "removal confirmed: destroy seen and inspect 404; checking the task");
+    if (!try_task_join(c, now, res))
+        want_task_get(c, res);
     return true;
 }
 
@@ -171,6 +236,8 @@ static void
 settle_from_event(struct lc *c)
 {
     if (c->exit_known)
+        return;
+    if (settle_from_containerd(c))
         return;
     if (c->die_has_code) {
         c->exit_known = true;
@@ -187,15 +254,16 @@ settle_from_inspect(struct lc *c, const struct lc_inspect *in)
     /* ExitCode means something only once FinishedAt is set. */
     if (!in->has_exit_code || !in->finished)
         return;
+    c->oom_killed = in->oom_killed;
+    if (settle_from_containerd(c))
+        return;
     /* A source higher in the order (containerd) is never overwritten. */
     if (!c->exit_known || c->source == LC_SRC_EVENT) {
         c->exit_known = true;
         c->exit_code = in->exit_code;
         c->source = LC_SRC_INSPECT;
     }
-    c->oom_killed = in->oom_killed;
-    if (c->die_has_code && c->die_code != c->exit_code)
-        c->anomalies |= LC_AN_EXIT_CODE_MISMATCH;
+    check_mismatch(c);
 }
 
 /* Exit settled and the container still there: keep it or remove it. */
@@ -213,7 +281,10 @@ after_settle(struct lc *c, struct lc_result *res)
         push(res, ACT_DEADLINES_CANCEL, 0, 0);
         push(res, ACT_STEP_CANCEL, 0, 0);
         go(c, res, LC_KEPT, "exit settled; policy keeps the container");
+        if (c->p.containerd)
+            c->task_deleted = c->task_delete_seen;
         push(res, ACT_REPORT, 0, 0);
+        clear_task_facts(c);
         return;
     }
     if (c->p.delay_ms > 0) {
@@ -236,7 +307,14 @@ static bool
 in_cleanup(enum lc_state s)
 {
     return s == LC_SETTLING || s == LC_DELAYING || s == LC_QUEUED ||
-           s == LC_REMOVING || s == LC_CONFIRMING;
+           s == LC_REMOVING || s == LC_CONFIRMING || s == LC_TASK_CONFIRMING ||
+           s == LC_TASK_REAPING;
+}
+
+static bool
+in_task_phase(enum lc_state s)
+{
+    return s == LC_TASK_CONFIRMING || s == LC_TASK_REAPING;
 }
 
 /* The engine no longer has it (destroy event, or absent from a relist). */
@@ -322,8 +400,8 @@ on_start(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         c->ran = true;
         return;
     }
-    if (c->state == LC_DONE)
-        return;
+    if (c->state == LC_DONE || in_task_phase(c->state))
+        return; /* removed already: a stale or foreign event */
     back_to_running(c, res, "started again");
 }
 
@@ -547,6 +625,18 @@ on_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     case LC_REMOVING:
         send_delete(c, res);
         return;
+    case LC_TASK_CONFIRMING:
+        want_task_get(c, res);
+        return;
+    case LC_TASK_REAPING:
+        if (!c->task_reaped_done && !c->task_delete_inflight) {
+            c->task_delete_inflight = true;
+            push(res, ACT_TASK_DELETE, 0, 0);
+        } else if (c->task_reaped_done && !c->ctr_delete_inflight) {
+            c->ctr_delete_inflight = true;
+            push(res, ACT_CTR_DELETE, 0, 0);
+        }
+        return;
     default:
         return;
     }
@@ -573,10 +663,14 @@ on_giveup(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     drop_slot(c, res);
     push(res, ACT_STEP_CANCEL, 0, 0);
     push(res, ACT_DEADLINES_CANCEL, 0, 0);
-    c->removed = false;
+    /* In the task phase the engine's side is confirmed; only containerd's
+     * is not. */
+    c->removed = in_task_phase(c->state);
+    if (c->p.containerd)
+        c->task_deleted = 0;
     c->cleanup_ms =
         o->now_ms >= c->exited_at_ms ? o->now_ms - c->exited_at_ms : 0;
-    if (c->destroy_seen) {
+    if (c->destroy_seen || in_task_phase(c->state)) {
         /* No further event will come to retire the record. */
         go(c, res, LC_DONE, "gave up after give_up_after_ms; destroyed");
         push(res, ACT_REPORT, 0, 0);
@@ -585,6 +679,99 @@ on_giveup(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     }
     go(c, res, LC_ABANDONED, "gave up after give_up_after_ms");
     push(res, ACT_REPORT, 0, 0);
+    clear_task_facts(c);
+}
+
+static void
+on_task_exit(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    c->task_exit_seen = true;
+    c->task_exit_code = o->exit_code;
+    if (c->state == LC_KEPT || c->state == LC_ABANDONED)
+        c->task_exit_fresh = true; /* the next run's */
+    /* Arriving after inspect settled it: containerd outranks inspect. */
+    if (c->exit_known && in_cleanup(c->state))
+        settle_from_containerd(c);
+    res->reason = "containerd TaskExit";
+}
+
+static void
+on_task_delete_event(struct lc *c, const struct lc_obs *o,
+                     struct lc_result *res)
+{
+    c->task_delete_seen = true;
+    if (c->state == LC_TASK_CONFIRMING && !try_task_join(c, o->now_ms, res))
+        want_task_get(c, res);
+}
+
+static void
+on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    if (c->state != LC_TASK_CONFIRMING)
+        return; /* stale */
+    switch (o->kind) {
+    case OBS_TASK_GONE:
+        c->task_gone_polled = true;
+        c->task_failures = 0;
+        if (!try_task_join(c, o->now_ms, res))
+            poll_later(c, res, 0);
+        return;
+    case OBS_TASK_PRESENT:
+        c->task_failures = 0;
+        if (o->task_running) {
+            /* The engine has no container, yet the task runs: not ours
+             * to kill. Keep watching; warn/give-up deadlines apply. */
+            res->reason = "task still running without its container";
+            poll_later(c, res, 0);
+            return;
+        }
+        /* Stopped, and the engine's record is gone: the engine gave up
+         * on deleting it (the seed's leak). */
+        c->anomalies |= LC_AN_TASK_DELETE_TIMEOUT;
+        if (!c->p.reap_leaked_tasks) {
+            finish(c, o->now_ms, res,
+                   "the engine leaked the task; policy leaves it");
+            return;
+        }
+        go(c, res, LC_TASK_REAPING, "the engine leaked the task; reaping");
+        c->task_delete_inflight = true;
+        push(res, ACT_TASK_DELETE, 0, 0);
+        return;
+    default: /* OBS_TASK_FAILED */
+        c->task_failures++;
+        push(res, ACT_STEP_TIMER, retry_delay(c, c->task_failures, o->rnd), 0);
+        res->reason = "Tasks.Get failed; retrying";
+        return;
+    }
+}
+
+static void
+on_reap_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    if (c->state != LC_TASK_REAPING)
+        return;
+    switch (o->kind) {
+    case OBS_TASK_DELETE_DONE:
+        c->task_reaped_done = true;
+        c->task_failures = 0;
+        c->anomalies |= LC_AN_TASK_REAPED;
+        c->ctr_delete_inflight = true;
+        push(res, ACT_CTR_DELETE, 0, 0);
+        res->reason = "leaked task deleted; deleting its containerd "
+                      "container";
+        return;
+    case OBS_CTR_DELETE_DONE:
+        c->task_failures = 0;
+        go(c, res, LC_TASK_CONFIRMING, "containerd container deleted");
+        if (!try_task_join(c, o->now_ms, res))
+            want_task_get(c, res);
+        return;
+    default: /* a failed Tasks.Delete or Containers.Delete */
+        c->task_failures++;
+        push(res, ACT_STEP_TIMER, retry_delay(c, c->task_failures, o->rnd), 0);
+        res->reason = "reaping the leaked task failed; retrying";
+        return;
+    }
 }
 
 void
@@ -593,6 +780,7 @@ lc_init(struct lc *c, const struct lc_params *p)
     memset(c, 0, sizeof(*c));
     c->p = *p;
     c->state = LC_RUNNING;
+    c->task_deleted = p->containerd ? 0 : -1;
 }
 
 void
@@ -621,6 +809,19 @@ lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     case OBS_DELETE_FAILED:
         c->delete_inflight = false;
         break;
+    case OBS_TASK_PRESENT:
+    case OBS_TASK_GONE:
+    case OBS_TASK_FAILED:
+        c->task_get_inflight = false;
+        break;
+    case OBS_TASK_DELETE_DONE:
+    case OBS_TASK_DELETE_FAILED:
+        c->task_delete_inflight = false;
+        break;
+    case OBS_CTR_DELETE_DONE:
+    case OBS_CTR_DELETE_FAILED:
+        c->ctr_delete_inflight = false;
+        break;
     default:
         break;
     }
@@ -629,6 +830,10 @@ lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
             push(res, ACT_DROP_SLOT, 0, 0);
         return;
     }
+
+    /* Without the channel, containerd observations mean nothing here. */
+    if (!c->p.containerd && o->kind >= OBS_TASK_EXIT)
+        return;
 
     switch (o->kind) {
     case OBS_EVENT_START:
@@ -671,6 +876,23 @@ lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     case OBS_TIMER_GIVEUP:
         on_giveup(c, o, res);
         break;
+    case OBS_TASK_EXIT:
+        on_task_exit(c, o, res);
+        break;
+    case OBS_TASK_DELETE_EVENT:
+        on_task_delete_event(c, o, res);
+        break;
+    case OBS_TASK_PRESENT:
+    case OBS_TASK_GONE:
+    case OBS_TASK_FAILED:
+        on_task_result(c, o, res);
+        break;
+    case OBS_TASK_DELETE_DONE:
+    case OBS_TASK_DELETE_FAILED:
+    case OBS_CTR_DELETE_DONE:
+    case OBS_CTR_DELETE_FAILED:
+        on_reap_result(c, o, res);
+        break;
     default:
         break;
     }
@@ -680,8 +902,9 @@ const char *
 lc_state_name(enum lc_state s)
 {
     static const char *const names[LC_NSTATES] = {
-        "running",    "settling", "delaying",  "queued", "removing",
-        "confirming", "kept",     "abandoned", "done",
+        "running",  "settling",        "delaying",     "queued",
+        "removing", "confirming",      "kept",         "abandoned",
+        "done",     "task_confirming", "task_reaping",
     };
     return (unsigned)s < LC_NSTATES ? names[s] : "invalid";
 }
@@ -690,10 +913,31 @@ const char *
 lc_obs_name(enum lc_obs_kind k)
 {
     static const char *const names[OBS_NKINDS] = {
-        "event_start", "event_die",   "event_destroy",   "found",
-        "absent",      "inspect",     "inspect_gone",    "inspect_failed",
-        "delete_done", "delete_gone", "delete_conflict", "delete_failed",
-        "slot",        "timer_step",  "timer_warn",      "timer_giveup",
+        "event_start",
+        "event_die",
+        "event_destroy",
+        "found",
+        "absent",
+        "inspect",
+        "inspect_gone",
+        "inspect_failed",
+        "delete_done",
+        "delete_gone",
+        "delete_conflict",
+        "delete_failed",
+        "slot",
+        "timer_step",
+        "timer_warn",
+        "timer_giveup",
+        "task_exit",
+        "task_delete_event",
+        "task_present",
+        "task_gone",
+        "task_failed",
+        "task_delete_done",
+        "task_delete_failed",
+        "ctr_delete_done",
+        "ctr_delete_failed",
     };
     return (unsigned)k < OBS_NKINDS ? names[k] : "invalid";
 }

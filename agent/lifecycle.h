@@ -35,6 +35,9 @@ enum lc_state {
     LC_KEPT,       /* keep policy: exit reported, container stays */
     LC_ABANDONED,  /* gave up (give_up_after_ms): reported, stays */
     LC_DONE,       /* reported; the record is forgotten */
+    /* With the containerd channel, after the engine's removal: */
+    LC_TASK_CONFIRMING, /* waiting for /tasks/delete AND Tasks.Get 404 */
+    LC_TASK_REAPING,    /* the engine leaked the task: reapd deletes it */
     LC_NSTATES
 };
 
@@ -77,32 +80,44 @@ struct lc_inspect {
 };
 
 enum lc_obs_kind {
-    OBS_EVENT_START,   /* start or restart event */
-    OBS_EVENT_DIE,     /* die event; exit code if the event had one */
-    OBS_EVENT_DESTROY, /* destroy event */
-    OBS_FOUND,         /* a relist lists it (inspect.run; no exit code) */
-    OBS_ABSENT,        /* a relist does not list it */
-    OBS_INSPECT,       /* inspect answered 200 (inspect filled in) */
-    OBS_INSPECT_GONE,  /* inspect answered 404 */
-    OBS_INSPECT_FAILED, /* timeout, 5xx, engine unreachable */
-    OBS_DELETE_DONE,    /* DELETE answered 2xx */
-    OBS_DELETE_GONE,    /* DELETE answered 404 */
+    OBS_EVENT_START,     /* start or restart event */
+    OBS_EVENT_DIE,       /* die event; exit code if the event had one */
+    OBS_EVENT_DESTROY,   /* destroy event */
+    OBS_FOUND,           /* a relist lists it (inspect.run; no exit code) */
+    OBS_ABSENT,          /* a relist does not list it */
+    OBS_INSPECT,         /* inspect answered 200 (inspect filled in) */
+    OBS_INSPECT_GONE,    /* inspect answered 404 */
+    OBS_INSPECT_FAILED,  /* timeout, 5xx, engine unreachable */
+    OBS_DELETE_DONE,     /* DELETE answered 2xx */
+    OBS_DELETE_GONE,     /* DELETE answered 404 */
     OBS_DELETE_CONFLICT, /* DELETE answered 409 (removal in progress) */
     OBS_DELETE_FAILED,   /* 5xx, timeout, unreachable, other 4xx */
     OBS_SLOT,            /* a removal slot was granted */
     OBS_TIMER_STEP,      /* the step timer (retry, poll, delay) fired */
     OBS_TIMER_WARN,      /* warn_after_ms since the exit */
     OBS_TIMER_GIVEUP,    /* give_up_after_ms since the exit */
+    /* The containerd channel. */
+    OBS_TASK_EXIT,         /* TaskExit of the init process (exit_code) */
+    OBS_TASK_DELETE_EVENT, /* /tasks/delete for it, or a task list that no
+                              longer holds it */
+    OBS_TASK_PRESENT,      /* Tasks.Get answered (task_status) */
+    OBS_TASK_GONE,         /* Tasks.Get answered NOT_FOUND */
+    OBS_TASK_FAILED,       /* Tasks.Get failed (containerd unreachable...) */
+    OBS_TASK_DELETE_DONE,  /* our Tasks.Delete: OK or NOT_FOUND */
+    OBS_TASK_DELETE_FAILED,
+    OBS_CTR_DELETE_DONE, /* our Containers.Delete: OK or NOT_FOUND */
+    OBS_CTR_DELETE_FAILED,
     OBS_NKINDS
 };
 
 struct lc_obs {
     enum lc_obs_kind kind;
-    uint64_t now_ms; /* monotonic milliseconds */
-    uint32_t rnd;    /* a random number for jitter */
+    uint64_t now_ms;    /* monotonic milliseconds */
+    uint32_t rnd;       /* a random number for jitter */
     bool has_exit_code; /* OBS_EVENT_DIE */
     int exit_code;
     struct lc_inspect inspect; /* OBS_INSPECT, OBS_FOUND */
+    bool task_running;         /* OBS_TASK_PRESENT: not yet stopped */
 };
 
 /* The rules in force for one container, fixed when it is first tracked. */
@@ -114,6 +129,8 @@ struct lc_params {
     int64_t give_up_after_ms; /* 0: never give up */
     int64_t retry_base_ms;
     int64_t retry_max_ms;
+    bool containerd;        /* the containerd channel is on */
+    bool reap_leaked_tasks; /* delete a task the engine leaked */
 };
 
 struct lc {
@@ -146,22 +163,38 @@ struct lc {
     unsigned delete_failures;  /* consecutive, for backoff */
     unsigned delete_attempts;  /* DELETE requests sent, for the report */
     uint32_t anomalies;
-    bool removed;           /* confirmed gone (for the report) */
-    uint64_t cleanup_ms;    /* exit -> confirmation (or give-up) */
+    bool removed;        /* confirmed gone (for the report) */
+    uint64_t cleanup_ms; /* exit -> confirmation (or give-up) */
+
+    /* The containerd channel. */
+    bool task_exit_seen; /* TaskExit of the init process, this run */
+    int task_exit_code;
+    bool task_exit_fresh; /* arrived after this record's last report */
+    bool task_delete_seen;
+    bool task_gone_polled;
+    bool task_get_inflight;
+    bool task_delete_inflight;
+    bool ctr_delete_inflight;
+    bool task_reaped_done; /* our Tasks.Delete succeeded */
+    unsigned task_failures;
+    int task_deleted; /* report: 1, 0, or -1 (null: no containerd) */
 };
 
 enum lc_act_kind {
-    ACT_INSPECT,       /* send an inspect */
-    ACT_DELETE,        /* send DELETE (force/volumes from the policy) */
-    ACT_STEP_TIMER,    /* (re)arm the step timer to ms */
-    ACT_STEP_CANCEL,   /* disarm the step timer */
-    ACT_DEADLINES,     /* arm warn and give-up timers (ms, ms2; 0 = none) */
+    ACT_INSPECT,     /* send an inspect */
+    ACT_DELETE,      /* send DELETE (force/volumes from the policy) */
+    ACT_STEP_TIMER,  /* (re)arm the step timer to ms */
+    ACT_STEP_CANCEL, /* disarm the step timer */
+    ACT_DEADLINES,   /* arm warn and give-up timers (ms, ms2; 0 = none) */
     ACT_DEADLINES_CANCEL,
-    ACT_WANT_SLOT,  /* ask for a removal slot; answer with OBS_SLOT */
-    ACT_DROP_SLOT,  /* leave the slot queue / give the slot back */
-    ACT_WARN,       /* log that cleanup is slow (anomaly recorded) */
-    ACT_REPORT,     /* make the report from the record, now */
-    ACT_FORGET,     /* free the record (after cancelling what is pending) */
+    ACT_WANT_SLOT,   /* ask for a removal slot; answer with OBS_SLOT */
+    ACT_DROP_SLOT,   /* leave the slot queue / give the slot back */
+    ACT_WARN,        /* log that cleanup is slow (anomaly recorded) */
+    ACT_TASK_GET,    /* containerd Tasks.Get */
+    ACT_TASK_DELETE, /* containerd Tasks.Delete (no timeout) */
+    ACT_CTR_DELETE,  /* containerd Containers.Delete */
+    ACT_REPORT,      /* make the report from the record, now */
+    ACT_FORGET,      /* free the record (after cancelling what is pending) */
 };
 
 struct lc_act {

@@ -19,9 +19,9 @@
 
 #include "log.h"
 
-#define DEFAULT_MAX_BODY   (4u * 1024 * 1024)
-#define MAX_HEADER_LINES   64
-#define MAX_HEADER_LINE    8192
+#define DEFAULT_MAX_BODY (4u * 1024 * 1024)
+#define MAX_HEADER_LINES 64
+#define MAX_HEADER_LINE  8192
 
 struct http_call {
     struct loop *l;
@@ -397,9 +397,17 @@ setup_easy(struct http_call *c, const struct http_request *req)
     if (req->connect_timeout_ms > 0)
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                          req->connect_timeout_ms);
-    if (req->http2_prior_knowledge)
+    if (req->http2_prior_knowledge) {
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+        /* libcurl before 7.89.0 (Debian 12 has 7.88.1) breaks a reused
+         * prior-knowledge HTTP/2 connection ("Error in the HTTP2 framing
+         * layer", curl issue 10634): one connection per call there. */
+        if (curl_version_info(CURLVERSION_NOW)->version_num < 0x075900) {
+            curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+            curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+        }
+    }
     if (req->ca_file != NULL)
         curl_easy_setopt(e, CURLOPT_CAINFO, req->ca_file);
     if (req->client_cert != NULL)

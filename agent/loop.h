@@ -40,6 +40,10 @@ enum http_error {
 
 struct http_request {
     const char *method; /* "GET" (default), "POST", "DELETE" */
+    /* Over a unix socket, give each socket its own host name in the URL
+     * ("http://docker/...", "http://containerd/..."): libcurl 7.88 may
+     * otherwise hand a request for one socket a connection made to
+     * another socket under the same name. */
     const char *url;
     const char *unix_socket; /* NULL: TCP */
     const char *body;        /* copied; may be NULL */

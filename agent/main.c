@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "containerd.h"
 #include "docker.h"
 #include "log.h"
 #include "loop.h"
@@ -35,6 +36,38 @@ struct app {
     struct loop *loop;
     struct reaper *reaper;
 };
+
+/* Where the engine's containerd listens, or NULL for Docker-only mode.
+ * "auto" looks once, at startup: the standalone containerd's socket, then
+ * the one dockerd starts for itself. */
+static const char *
+containerd_path(const struct config *cfg)
+{
+    static const char *const candidates[] = {
+        "/run/containerd/containerd.sock",
+        "/var/run/docker/containerd/containerd.sock",
+    };
+    size_t i;
+
+    if (strcmp(cfg->containerd_socket, "off") == 0) {
+        log_info(NULL, "mode: docker-only (containerd.socket is off): exit "
+                       "codes from inspect and die events, task_deleted "
+                       "null, no leaked-task reaping");
+        return NULL;
+    }
+    if (strcmp(cfg->containerd_socket, "auto") != 0)
+        return cfg->containerd_socket;
+    for (i = 0; i < sizeof(candidates) / sizeof(candidates[0]); i++)
+        if (access(candidates[i], F_OK) == 0)
+            return candidates[i];
+    log_warn(NULL,
+             "mode: docker-only: no containerd socket at %s or %s "
+             "(containerd.socket is auto): exit codes from inspect "
+             "and die events, task_deleted null, no leaked-task "
+             "reaping",
+             candidates[0], candidates[1]);
+    return NULL;
+}
 
 static void
 usage(FILE *f)
@@ -128,8 +161,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
     if (config_load(a->config_path, &next, &errs) != 0) {
         for (i = 0; i < errs.count; i++)
             log_error(NULL, "reload rejected: %s", errs.lines[i]);
-        log_error(NULL, "SIGHUP: %s is invalid; the old config stays in "
-                        "force",
+        log_error(NULL,
+                  "SIGHUP: %s is invalid; the old config stays in "
+                  "force",
                   a->config_path);
         config_errors_clear(&errs);
         return;
@@ -166,6 +200,8 @@ main(int argc, char **argv)
     struct app a;
     bool check = false;
     struct docker *docker = NULL;
+    struct ctrd *ctrd = NULL;
+    const char *ctrd_path = NULL;
     struct report_log *rl = NULL;
     struct status *status = NULL;
     struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
@@ -232,19 +268,11 @@ main(int argc, char **argv)
     }
     rl = report_log_open(a.cfg->state_dir);
     if (rl == NULL) {
-        log_error(NULL, "cannot open %s/reports.jsonl: %s",
-                  a.cfg->state_dir, strerror(errno));
+        log_error(NULL, "cannot open %s/reports.jsonl: %s", a.cfg->state_dir,
+                  strerror(errno));
         goto out;
     }
-    if (strcmp(a.cfg->containerd_socket, "off") == 0)
-        log_info(NULL, "mode: docker-only (containerd.socket is off): exit "
-                       "codes from inspect and die events, task_deleted "
-                       "null");
-    else
-        log_warn(NULL, "mode: docker-only: this build has no containerd "
-                       "channel yet; exit codes from inspect and die "
-                       "events, task_deleted null");
-
+    ctrd_path = containerd_path(a.cfg);
     a.loop = loop_new();
     if (a.loop == NULL)
         goto out;
@@ -256,6 +284,19 @@ main(int argc, char **argv)
     a.reaper = reaper_new(a.loop, docker, a.cfg, rl);
     if (a.reaper == NULL)
         goto out;
+    if (ctrd_path != NULL) {
+        ctrd = ctrd_new(a.loop, ctrd_path, a.cfg->containerd_namespace,
+                        (long)a.cfg->docker_request_timeout_ms,
+                        (long)a.cfg->docker_reconnect_max_ms, NULL);
+        if (ctrd == NULL)
+            goto out;
+        reaper_set_containerd(a.reaper, ctrd);
+        log_info(NULL,
+                 "mode: containerd channel on %s (namespace %s): true "
+                 "exit codes from TaskExit, task deletion confirmed, "
+                 "leaked tasks reaped per policy",
+                 ctrd_path, a.cfg->containerd_namespace);
+    }
     status = status_new(a.loop, a.cfg->status_listen, a.reaper);
     if (status == NULL)
         goto out;
@@ -285,6 +326,7 @@ out:
         event_free(sighup);
     status_free(status);
     reaper_free(a.reaper);
+    ctrd_free(ctrd);
     docker_free(docker);
     loop_free(a.loop);
     report_log_close(rl);

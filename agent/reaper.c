@@ -19,6 +19,7 @@
 
 #include "backoff.h"
 #include "config.h"
+#include "containerd.h"
 #include "docker.h"
 #include "log.h"
 #include "loop.h"
@@ -50,6 +51,9 @@ struct rec {
     struct docker_req *meta_req;
     struct docker_req *inspect_req;
     struct docker_req *delete_req;
+    struct ctrd_req *task_req;     /* Tasks.Get */
+    struct ctrd_req *task_del_req; /* Tasks.Delete */
+    struct ctrd_req *ctr_del_req;  /* Containers.Delete */
     unsigned meta_failures;
     struct event *step, *warn, *giveup;
 
@@ -59,6 +63,23 @@ struct rec {
     uint64_t born_relist; /* relist generation when created */
     struct lc_obs pend[MAX_PENDING];
     size_t npend;
+};
+
+/* A containerd task whose engine container does not exist (found by the
+ * audit): the engine leaked it before reapd watched, or while it was
+ * down. */
+struct leak {
+    char id[65];
+    enum ctrd_task_status status;
+    uint32_t pid;
+    unsigned audits_seen; /* consecutive audits that listed it */
+    bool reaping;
+    bool task_deleted;
+    unsigned failures;
+    struct ctrd_req *req;
+    struct reaper *r;
+    char last_error[128];
+    struct leak *next;
 };
 
 struct reaper {
@@ -84,6 +105,16 @@ struct reaper {
     struct event *relist_timer;
     char (*tombs)[65]; /* destroyed while a relist was in flight */
     size_t ntombs;
+
+    /* The containerd channel (NULL: Docker-only mode). */
+    struct ctrd *ctrd;
+    struct ctrd_req *task_list_req;
+    bool task_list_is_audit; /* else: the reconcile after a subscribe */
+    struct event *audit_timer;
+    struct leak *leaks; /* tasks without an engine container */
+    size_t nleaks;
+    uint64_t tasks_reaped;   /* leaked by the engine, after removal */
+    uint64_t orphans_reaped; /* found by the audit */
 
     reaper_report_cb report_cb;
     void *report_arg;
@@ -361,6 +392,72 @@ on_delete(enum docker_status st, long status, const char *msg, void *arg)
     feed(c, &o);
 }
 
+static void
+on_task_get(enum ctrd_status st, const struct ctrd_task *t, const char *msg,
+            void *arg)
+{
+    struct rec *c = arg;
+    struct lc_obs o;
+
+    c->task_req = NULL;
+    memset(&o, 0, sizeof(o));
+    switch (st) {
+    case CTRD_OK:
+        o.kind = OBS_TASK_PRESENT;
+        o.task_running =
+            t->status != CTRD_TASK_STOPPED && t->status != CTRD_TASK_UNKNOWN;
+        break;
+    case CTRD_NOT_FOUND:
+        o.kind = OBS_TASK_GONE;
+        break;
+    default:
+        log_warn(c->id, "containerd Tasks.Get: %s", msg);
+        o.kind = OBS_TASK_FAILED;
+        break;
+    }
+    feed(c, &o);
+}
+
+static void
+on_task_delete(enum ctrd_status st, uint32_t exit_status, const char *msg,
+               void *arg)
+{
+    struct rec *c = arg;
+    struct lc_obs o;
+
+    c->task_del_req = NULL;
+    memset(&o, 0, sizeof(o));
+    if (st == CTRD_FAILED) {
+        log_warn(c->id, "containerd Tasks.Delete: %s", msg);
+        o.kind = OBS_TASK_DELETE_FAILED;
+    } else {
+        log_info(c->id,
+                 "reaped the task the engine leaked (exit status "
+                 "%u)",
+                 exit_status);
+        c->r->tasks_reaped++;
+        o.kind = OBS_TASK_DELETE_DONE;
+    }
+    feed(c, &o);
+}
+
+static void
+on_ctr_delete(enum ctrd_status st, const char *msg, void *arg)
+{
+    struct rec *c = arg;
+    struct lc_obs o;
+
+    c->ctr_del_req = NULL;
+    memset(&o, 0, sizeof(o));
+    if (st == CTRD_FAILED) {
+        log_warn(c->id, "containerd Containers.Delete: %s", msg);
+        o.kind = OBS_CTR_DELETE_FAILED;
+    } else {
+        o.kind = OBS_CTR_DELETE_DONE;
+    }
+    feed(c, &o);
+}
+
 /* ---- timers ----------------------------------------------------------- */
 
 static void
@@ -475,7 +572,7 @@ make_report(struct rec *c)
     rep.started_at = c->started_at;
     rep.finished_at = c->finished_at;
     rep.removed = lc->removed;
-    rep.task_deleted = -1; /* no containerd channel in this build */
+    rep.task_deleted = lc->task_deleted;
     rep.cleanup_ms = cleanup_ms(c);
     rep.delete_attempts = lc->delete_attempts;
     for (bit = 1; bit != 0 && n < 16; bit <<= 1)
@@ -519,7 +616,7 @@ make_report(struct rec *c)
                  "report %s: exit_code %d (%s), removed %s, cleanup %llu ms",
                  rep.report_id, lc->exit_code, rep.exit_code_source,
                  lc->removed ? "true" : "false",
-                 (unsigned long long)lc->cleanup_ms);
+                 (unsigned long long)rep.cleanup_ms);
     else
         log_info(c->id, "report %s: exit code unknown, removed %s",
                  rep.report_id, lc->removed ? "true" : "false");
@@ -602,6 +699,29 @@ apply(struct rec *c, const struct lc_result *res)
                      (long long)c->lc.p.warn_after_ms,
                      lc_state_name(c->lc.state));
             break;
+        case ACT_TASK_GET:
+            c->task_req = ctrd_task_get(r->ctrd, c->id, on_task_get, c);
+            if (c->task_req == NULL) {
+                c->lc.task_get_inflight = false;
+                arm(c, &c->step, on_step, 1000);
+            }
+            break;
+        case ACT_TASK_DELETE:
+            c->task_del_req =
+                ctrd_task_delete(r->ctrd, c->id, on_task_delete, c);
+            if (c->task_del_req == NULL) {
+                c->lc.task_delete_inflight = false;
+                arm(c, &c->step, on_step, 1000);
+            }
+            break;
+        case ACT_CTR_DELETE:
+            c->ctr_del_req =
+                ctrd_container_delete(r->ctrd, c->id, on_ctr_delete, c);
+            if (c->ctr_del_req == NULL) {
+                c->lc.ctr_delete_inflight = false;
+                arm(c, &c->step, on_step, 1000);
+            }
+            break;
         case ACT_REPORT:
             make_report(c);
             break;
@@ -643,6 +763,9 @@ forget(struct rec *c)
     docker_cancel(c->meta_req);
     docker_cancel(c->inspect_req);
     docker_cancel(c->delete_req);
+    ctrd_cancel(c->task_req);
+    ctrd_cancel(c->task_del_req);
+    ctrd_cancel(c->ctr_del_req);
     drop_slot(c);
     if (c->step != NULL)
         event_free(c->step);
@@ -693,6 +816,8 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     lp.give_up_after_ms = cfg->delete_give_up_after_ms;
     lp.retry_base_ms = cfg->delete_retry_base_ms;
     lp.retry_max_ms = cfg->delete_retry_max_ms;
+    lp.containerd = r->ctrd != NULL;
+    lp.reap_leaked_tasks = p != NULL ? p->reap_leaked_tasks : true;
     lc_init(&c->lc, &lp);
     log_info(c->id, "tracking %s (image %s) under policy \"%s\": %s",
              c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
@@ -1012,6 +1137,282 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
              (unsigned long long)retry_ms);
 }
 
+/* ---- the containerd channel ------------------------------------------- */
+
+static void audit_schedule(struct reaper *r);
+
+/* A task list is either the reconcile after a (re)subscription or the
+ * periodic audit; both are the same walk. */
+static bool
+task_listed(const struct ctrd_task *ts, size_t n, const char *id)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (strcmp(ts[i].container_id, id) == 0 &&
+            (ts[i].id[0] == '\0' || strcmp(ts[i].id, id) == 0))
+            return true;
+    return false;
+}
+
+static struct leak *
+leak_find(struct reaper *r, const char *id)
+{
+    struct leak *lk;
+
+    for (lk = r->leaks; lk != NULL; lk = lk->next)
+        if (strcmp(lk->id, id) == 0)
+            return lk;
+    return NULL;
+}
+
+/* Cancelling first means no callback can find the freed entry. */
+static void
+leak_drop(struct reaper *r, struct leak *lk)
+{
+    struct leak **pp = &r->leaks;
+
+    while (*pp != NULL && *pp != lk)
+        pp = &(*pp)->next;
+    if (*pp == lk)
+        *pp = lk->next;
+    ctrd_cancel(lk->req);
+    r->nleaks--;
+    free(lk);
+}
+
+static void
+on_orphan_ctr_deleted(enum ctrd_status st, const char *msg, void *arg)
+{
+    struct leak *lk = arg;
+    struct reaper *r = lk->r;
+
+    lk->req = NULL;
+    if (st == CTRD_FAILED) {
+        lk->failures++;
+        snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
+        log_warn(lk->id, "orphan task: Containers.Delete: %s", msg);
+        lk->reaping = false; /* the next audit tries again */
+        return;
+    }
+    log_info(lk->id, "orphan task reaped: task and containerd container "
+                     "deleted");
+    r->orphans_reaped++;
+    leak_drop(r, lk);
+}
+
+static void
+on_orphan_task_deleted(enum ctrd_status st, uint32_t exit_status,
+                       const char *msg, void *arg)
+{
+    struct leak *lk = arg;
+
+    (void)exit_status;
+    lk->req = NULL;
+    if (st == CTRD_FAILED) {
+        lk->failures++;
+        snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
+        log_warn(lk->id, "orphan task: Tasks.Delete: %s", msg);
+        lk->reaping = false;
+        return;
+    }
+    lk->task_deleted = true;
+    lk->req =
+        ctrd_container_delete(lk->r->ctrd, lk->id, on_orphan_ctr_deleted, lk);
+    if (lk->req == NULL)
+        lk->reaping = false;
+}
+
+/* Reaps an orphan: only a STOPPED task, only one listed by two audits in a
+ * row (so a container the engine is still creating is never mistaken for
+ * one), only with containerd.reap_orphans. */
+static void
+leak_step(struct reaper *r, struct leak *lk)
+{
+    if (lk->reaping || !r->cfg->containerd_reap_orphans ||
+        lk->status != CTRD_TASK_STOPPED || lk->audits_seen < 2)
+        return;
+    lk->reaping = true;
+    log_warn(lk->id, "orphan containerd task (no engine container): "
+                     "reaping");
+    if (lk->task_deleted)
+        lk->req =
+            ctrd_container_delete(r->ctrd, lk->id, on_orphan_ctr_deleted, lk);
+    else
+        lk->req =
+            ctrd_task_delete(r->ctrd, lk->id, on_orphan_task_deleted, lk);
+    if (lk->req == NULL)
+        lk->reaping = false;
+}
+
+static void
+audit(struct reaper *r, const struct ctrd_task *ts, size_t n)
+{
+    struct leak *lk, *next;
+    size_t i;
+
+    /* Only against a reconciled table: otherwise "not tracked" means
+     * "not listed yet", not "gone". */
+    if (!r->relisted)
+        return;
+    for (i = 0; i < n; i++) {
+        const struct ctrd_task *t = &ts[i];
+
+        if (t->id[0] != '\0' && strcmp(t->id, t->container_id) != 0)
+            continue; /* an exec, not an init process */
+        if (!docker_valid_id(t->container_id) ||
+            lookup(r, t->container_id) != NULL)
+            continue;
+        lk = leak_find(r, t->container_id);
+        if (lk == NULL) {
+            lk = calloc(1, sizeof(*lk));
+            if (lk == NULL)
+                continue;
+            memcpy(lk->id, t->container_id, 65);
+            lk->r = r;
+            lk->next = r->leaks;
+            r->leaks = lk;
+            r->nleaks++;
+            log_warn(lk->id,
+                     "containerd task without an engine container "
+                     "(pid %u, status %d)",
+                     t->pid, (int)t->status);
+        }
+        lk->status = t->status;
+        lk->pid = t->pid;
+        lk->audits_seen++;
+    }
+    /* Leaks the list no longer holds were deleted by someone. */
+    for (lk = r->leaks; lk != NULL; lk = next) {
+        next = lk->next;
+        if (!lk->reaping && !task_listed(ts, n, lk->id))
+            leak_drop(r, lk);
+    }
+    for (lk = r->leaks; lk != NULL; lk = lk->next)
+        leak_step(r, lk);
+}
+
+static void
+on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
+             const char *msg, void *arg)
+{
+    struct reaper *r = arg;
+    size_t b;
+    struct rec *c;
+    struct rec **notask = NULL;
+    size_t nnotask = 0, i;
+
+    r->task_list_req = NULL;
+    if (st != CTRD_OK) {
+        log_warn(NULL, "containerd Tasks.List: %s", msg);
+        audit_schedule(r);
+        return;
+    }
+    /* A task the list no longer holds was deleted, whether or not we saw
+     * its /tasks/delete (containerd does not replay events). */
+    notask = calloc(r->nrecs ? r->nrecs : 1, sizeof(*notask));
+    if (notask != NULL) {
+        for (b = 0; b < r->nbuckets; b++)
+            for (c = r->buckets[b]; c != NULL; c = c->hnext)
+                if (c->kind == R_MANAGED && c->lc.exited &&
+                    !c->lc.task_delete_seen && !task_listed(ts, n, c->id))
+                    notask[nnotask++] = c;
+        for (i = 0; i < nnotask; i++) {
+            struct lc_obs o;
+
+            memset(&o, 0, sizeof(o));
+            o.kind = OBS_TASK_DELETE_EVENT;
+            feed(notask[i], &o);
+        }
+        free(notask);
+    }
+    audit(r, ts, n);
+    audit_schedule(r);
+}
+
+static void
+task_list(struct reaper *r)
+{
+    if (r->task_list_req != NULL)
+        return;
+    r->task_list_req = ctrd_task_list(r->ctrd, on_task_list, r);
+    if (r->task_list_req == NULL)
+        audit_schedule(r);
+}
+
+static void
+on_audit_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    task_list(arg);
+}
+
+static void
+audit_schedule(struct reaper *r)
+{
+    int64_t ms = r->cfg->containerd_audit_interval_ms;
+    struct timeval tv;
+
+    if (ms <= 0 || r->audit_timer == NULL)
+        return;
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    evtimer_add(r->audit_timer, &tv);
+}
+
+static void
+on_ctrd_subscribed(void *arg)
+{
+    struct reaper *r = arg;
+
+    log_info(NULL, "containerd events: subscribed on %s; reconciling tasks",
+             ctrd_socket(r->ctrd));
+    task_list(r);
+}
+
+static void
+on_ctrd_event(const struct ctrd_event *ev, void *arg)
+{
+    struct reaper *r = arg;
+    struct rec *c;
+    struct lc_obs o;
+
+    if (!docker_valid_id(ev->container_id))
+        return;
+    c = lookup(r, ev->container_id);
+    memset(&o, 0, sizeof(o));
+    switch (ev->kind) {
+    case CTRD_EV_TASK_EXIT:
+        /* Only the init process's exit is the container's. */
+        if (ev->id[0] != '\0' && strcmp(ev->id, ev->container_id) != 0)
+            return;
+        o.kind = OBS_TASK_EXIT;
+        o.exit_code = (int)ev->exit_status;
+        if (c != NULL)
+            log_debug(c->id, "containerd: TaskExit, status %u",
+                      ev->exit_status);
+        break;
+    case CTRD_EV_TASK_DELETE:
+        if (ev->id[0] != '\0' && strcmp(ev->id, ev->container_id) != 0)
+            return;
+        o.kind = OBS_TASK_DELETE_EVENT;
+        break;
+    default:
+        return;
+    }
+    if (c != NULL && c->kind != R_IGNORED)
+        feed(c, &o);
+}
+
+static void
+on_ctrd_lost(const char *why, uint64_t retry_ms, void *arg)
+{
+    (void)arg;
+    log_warn(NULL, "%s; reconnecting in %llu ms", why,
+             (unsigned long long)retry_ms);
+}
+
 /* ---- public ----------------------------------------------------------- */
 
 struct reaper *
@@ -1048,6 +1449,11 @@ reaper_free(struct reaper *r)
     if (r == NULL)
         return;
     docker_cancel(r->relist_req);
+    ctrd_cancel(r->task_list_req);
+    while (r->leaks != NULL)
+        leak_drop(r, r->leaks);
+    if (r->audit_timer != NULL)
+        event_free(r->audit_timer);
     if (r->buckets != NULL) {
         for (b = 0; b < r->nbuckets; b++)
             while (r->buckets[b] != NULL)
@@ -1070,6 +1476,12 @@ reaper_set_config(struct reaper *r, const struct config *cfg)
     event_active(r->grant_ev, EV_TIMEOUT, 0);
 }
 
+void
+reaper_set_containerd(struct reaper *r, struct ctrd *c)
+{
+    r->ctrd = c;
+}
+
 int
 reaper_start(struct reaper *r)
 {
@@ -1078,7 +1490,17 @@ reaper_start(struct reaper *r)
         .on_event = on_event,
         .on_lost = on_lost,
     };
+    static const struct ctrd_watch_cbs ccbs = {
+        .on_subscribed = on_ctrd_subscribed,
+        .on_event = on_ctrd_event,
+        .on_lost = on_ctrd_lost,
+    };
 
+    if (r->ctrd != NULL) {
+        r->audit_timer = evtimer_new(loop_base(r->l), on_audit_timer, r);
+        if (r->audit_timer == NULL || ctrd_watch_start(r->ctrd, &ccbs, r))
+            return -1;
+    }
     return docker_watch_start(r->d, &cbs, r, 0);
 }
 
@@ -1115,6 +1537,12 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
             }
         }
     }
+    out->leaked_tasks = r->nleaks;
+    out->tasks_reaped = r->tasks_reaped;
+    out->orphans_reaped = r->orphans_reaped;
+    out->containerd = r->ctrd != NULL;
+    out->containerd_connected =
+        r->ctrd != NULL && ctrd_watch_connected(r->ctrd);
     out->slots_used = r->slots_used;
     out->slots_waiting = 0;
     for (c = r->qhead; c != NULL; c = c->qnext)
@@ -1140,6 +1568,24 @@ reaper_foreach(const struct reaper *r, reaper_visit_cb cb, void *arg)
             v.lc = &c->lc;
             cb(&v, arg);
         }
+    }
+}
+
+void
+reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg)
+{
+    const struct leak *lk;
+    struct reaper_leak_view v;
+
+    for (lk = r->leaks; lk != NULL; lk = lk->next) {
+        v.id = lk->id;
+        v.pid = lk->pid;
+        v.stopped = lk->status == CTRD_TASK_STOPPED;
+        v.audits_seen = lk->audits_seen;
+        v.reaping = lk->reaping;
+        v.failures = lk->failures;
+        v.last_error = lk->last_error[0] ? lk->last_error : NULL;
+        cb(&v, arg);
     }
 }
 

@@ -21,6 +21,7 @@
 #include "lifecycle.h"
 
 struct loop;
+struct ctrd;
 struct docker;
 struct config;
 struct report_log;
@@ -44,6 +45,12 @@ struct reaper_stats {
     size_t by_state[LC_NSTATES];
     size_t slots_used;
     size_t slots_waiting;
+    /* The containerd channel. */
+    bool containerd;           /* on (not Docker-only mode) */
+    bool containerd_connected; /* its event stream is open */
+    size_t leaked_tasks;       /* tasks without an engine container now */
+    uint64_t tasks_reaped;     /* leaked by the engine, reaped after removal */
+    uint64_t orphans_reaped;   /* found by the audit and reaped */
 };
 
 /*
@@ -58,6 +65,10 @@ void reaper_free(struct reaper *r);
 /* Swaps the config (SIGHUP). Records already tracked keep the policy they
  * were given; new ones get the new policies. `cfg` is borrowed. */
 void reaper_set_config(struct reaper *r, const struct config *cfg);
+
+/* Turns the containerd channel on (before reaper_start); `c` is borrowed.
+ * Without it reapd runs in Docker-only mode. */
+void reaper_set_containerd(struct reaper *r, struct ctrd *c);
 
 /* Subscribes to the engine's events and starts reconciling. */
 int reaper_start(struct reaper *r);
@@ -79,6 +90,20 @@ struct reaper_view {
 };
 typedef void (*reaper_visit_cb)(const struct reaper_view *v, void *arg);
 void reaper_foreach(const struct reaper *r, reaper_visit_cb cb, void *arg);
+
+/* Visits each containerd task the audit found without an engine
+ * container. */
+struct reaper_leak_view {
+    const char *id;
+    uint32_t pid;
+    bool stopped;
+    unsigned audits_seen;
+    bool reaping;
+    unsigned failures;
+    const char *last_error; /* or NULL */
+};
+typedef void (*reaper_leak_cb)(const struct reaper_leak_view *v, void *arg);
+void reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg);
 
 /* Called after each report is written; for tests and delivery. */
 typedef void (*reaper_report_cb)(const char *json, size_t len, void *arg);

@@ -40,7 +40,7 @@ struct report {
     unsigned delete_attempts;
     const char *const *anomalies; /* names */
     size_t nanomalies;
-    const char *removed_by; /* "reapd" | "other" | NULL (extension) */
+    const char *removed_by;  /* "reapd" | "other" | NULL (extension) */
     const char *reported_at; /* RFC 3339 (extension) */
 };
 

@@ -43,8 +43,7 @@ static void
 reply(struct evhttp_request *req, int code, const char *reason,
       struct evbuffer *buf)
 {
-    if (buf != NULL &&
-        evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+    if (buf != NULL && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
         char len[32];
 
         snprintf(len, sizeof(len), "%zu", evbuffer_get_length(buf));
@@ -56,8 +55,7 @@ reply(struct evhttp_request *req, int code, const char *reason,
 }
 
 static void
-send_json(struct evhttp_request *req, int code, const char *reason,
-          yajl_gen g)
+send_json(struct evhttp_request *req, int code, const char *reason, yajl_gen g)
 {
     struct evbuffer *buf = evbuffer_new();
     const unsigned char *out;
@@ -70,8 +68,8 @@ send_json(struct evhttp_request *req, int code, const char *reason,
     yajl_gen_get_buf(g, &out, &len);
     evbuffer_add(buf, out, len);
     evbuffer_add(buf, "\n", 1);
-    evhttp_add_header(evhttp_request_get_output_headers(req),
-                      "Content-Type", "application/json");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/json");
     reply(req, code, reason, buf);
     evbuffer_free(buf);
 }
@@ -122,8 +120,7 @@ serve_readyz(struct status *s, struct evhttp_request *req)
         gstr(g, why);
     }
     yajl_gen_map_close(g);
-    send_json(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable",
-              g);
+    send_json(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", g);
     yajl_gen_free(g);
 }
 
@@ -161,6 +158,11 @@ gen_container(yajl_gen g, const struct reaper_view *v)
     yajl_gen_bool(g, lc->gone_polled);
     gstr(g, "delete_attempts");
     yajl_gen_integer(g, lc->delete_attempts);
+    gstr(g, "task_deleted");
+    if (lc->task_deleted < 0)
+        yajl_gen_null(g);
+    else
+        yajl_gen_bool(g, lc->task_deleted);
     yajl_gen_map_close(g);
 }
 
@@ -182,8 +184,7 @@ visit(const struct reaper_view *v, void *arg)
 }
 
 static void
-serve_containers(struct status *s, struct evhttp_request *req,
-                 const char *id)
+serve_containers(struct status *s, struct evhttp_request *req, const char *id)
 {
     struct find f = {.id = id};
 
@@ -214,8 +215,8 @@ static void
 metric(struct evbuffer *b, const char *name, const char *type,
        const char *help, unsigned long long v)
 {
-    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name,
-                        help, name, type, name, v);
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help,
+                        name, type, name, v);
 }
 
 static void
@@ -234,8 +235,7 @@ serve_metrics(struct status *s, struct evhttp_request *req)
            "Container events received from the engine.", st.events);
     metric(b, "reapd_relists_total", "counter",
            "Full relists of the engine's containers.", st.relists);
-    metric(b, "reapd_reports_total", "counter", "Reports made.",
-           st.reports);
+    metric(b, "reapd_reports_total", "counter", "Reports made.", st.reports);
     metric(b, "reapd_exit_code_corrections_total", "counter",
            "Exits whose die event code differed from the true code.",
            st.exit_code_mismatches);
@@ -244,23 +244,85 @@ serve_metrics(struct status *s, struct evhttp_request *req)
                            "# TYPE reapd_containers_tracked gauge\n");
     for (i = 0; i < LC_NSTATES; i++)
         evbuffer_add_printf(b, "reapd_containers_tracked{state=\"%s\"} %zu\n",
-                            lc_state_name((enum lc_state)i),
-                            st.by_state[i]);
+                            lc_state_name((enum lc_state)i), st.by_state[i]);
     evbuffer_add_printf(b, "# HELP reapd_removals_total DELETE answers, by "
                            "result.\n# TYPE reapd_removals_total counter\n");
     evbuffer_add_printf(b, "reapd_removals_total{result=\"ok\"} %llu\n",
                         (unsigned long long)st.deletes_ok);
     evbuffer_add_printf(b, "reapd_removals_total{result=\"gone\"} %llu\n",
                         (unsigned long long)st.deletes_gone);
-    evbuffer_add_printf(b, "reapd_removals_total{result=\"conflict\"} "
-                           "%llu\n",
+    evbuffer_add_printf(b,
+                        "reapd_removals_total{result=\"conflict\"} "
+                        "%llu\n",
                         (unsigned long long)st.deletes_conflict);
     evbuffer_add_printf(b, "reapd_removals_total{result=\"failed\"} %llu\n",
                         (unsigned long long)st.deletes_failed);
-    evhttp_add_header(evhttp_request_get_output_headers(req),
-                      "Content-Type", "text/plain; version=0.0.4");
+    metric(b, "reapd_leaked_tasks", "gauge",
+           "containerd tasks without an engine container, now.",
+           st.leaked_tasks);
+    evbuffer_add_printf(b, "# HELP reapd_tasks_reaped_total Leaked "
+                           "containerd tasks reapd deleted, by how they "
+                           "were found.\n# TYPE reapd_tasks_reaped_total "
+                           "counter\n");
+    evbuffer_add_printf(b,
+                        "reapd_tasks_reaped_total{found=\"after_removal\"} "
+                        "%llu\n",
+                        (unsigned long long)st.tasks_reaped);
+    evbuffer_add_printf(b, "reapd_tasks_reaped_total{found=\"audit\"} %llu\n",
+                        (unsigned long long)st.orphans_reaped);
+    metric(b, "reapd_containerd_connected", "gauge",
+           "1 when the containerd event stream is open.",
+           st.containerd_connected);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; version=0.0.4");
     reply(req, 200, "OK", b);
     evbuffer_free(b);
+}
+
+static void
+visit_leak(const struct reaper_leak_view *v, void *arg)
+{
+    yajl_gen g = arg;
+
+    yajl_gen_map_open(g);
+    gstr(g, "container_id");
+    gstr(g, v->id);
+    gstr(g, "pid");
+    yajl_gen_integer(g, v->pid);
+    gstr(g, "status");
+    gstr(g, v->stopped ? "stopped" : "running");
+    gstr(g, "audits_seen");
+    yajl_gen_integer(g, v->audits_seen);
+    gstr(g, "reaping");
+    yajl_gen_bool(g, v->reaping);
+    gstr(g, "failures");
+    yajl_gen_integer(g, v->failures);
+    gstr(g, "last_error");
+    gstr(g, v->last_error);
+    yajl_gen_map_close(g);
+}
+
+static void
+serve_leaks(struct status *s, struct evhttp_request *req)
+{
+    struct reaper_stats st;
+    yajl_gen g = yajl_gen_alloc(NULL);
+
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    reaper_stats(s->reaper, &st);
+    yajl_gen_map_open(g);
+    gstr(g, "containerd");
+    yajl_gen_bool(g, st.containerd);
+    gstr(g, "leaks");
+    yajl_gen_array_open(g);
+    reaper_foreach_leak(s->reaper, visit_leak, g);
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    send_json(req, 200, "OK", g);
+    yajl_gen_free(g);
 }
 
 static void
@@ -298,6 +360,8 @@ on_request(struct evhttp_request *req, void *arg)
         serve_readyz(s, req);
     } else if (strcmp(path, "/metrics") == 0) {
         serve_metrics(s, req);
+    } else if (strcmp(path, "/v1/leaks") == 0) {
+        serve_leaks(s, req);
     } else if (strcmp(path, "/v1/containers") == 0) {
         serve_containers(s, req, NULL);
     } else if (strncmp(path, "/v1/containers/", 15) == 0 &&
@@ -316,8 +380,9 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
     struct stat st;
 
     if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path)) {
-        log_error(NULL, "status: unix socket path must be absolute and "
-                        "shorter than %zu bytes: \"%s\"",
+        log_error(NULL,
+                  "status: unix socket path must be absolute and "
+                  "shorter than %zu bytes: \"%s\"",
                   sizeof(sa.sun_path), path);
         return -1;
     }
@@ -333,9 +398,9 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
     memset(&sa, 0, sizeof(sa));
     sa.sun_family = AF_UNIX;
     strcpy(sa.sun_path, path);
-    lev = evconnlistener_new_bind(base, NULL, NULL,
-                                  LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
-                                  128, (struct sockaddr *)&sa, sizeof(sa));
+    lev = evconnlistener_new_bind(
+        base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
+        (struct sockaddr *)&sa, sizeof(sa));
     if (lev == NULL) {
         log_error(NULL, "status: cannot listen on %s: %s", path,
                   strerror(errno));
@@ -402,8 +467,8 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
     evhttp_set_timeout(s->http, REQUEST_TIMEOUT);
     evhttp_set_allowed_methods(
         s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
-                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE |
-                     EVHTTP_REQ_PATCH | EVHTTP_REQ_OPTIONS);
+                     EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
+                     EVHTTP_REQ_OPTIONS);
     evhttp_set_gencb(s->http, on_request, s);
     if (strncmp(listen, "unix:", 5) == 0)
         rc = bind_unix(s, loop_base(l), listen + 5);

@@ -152,8 +152,8 @@ reply_inspect(struct fake_engine *fe, struct evhttp_request *req,
     char body[2048];
 
     if (c == NULL) {
-        snprintf(body, sizeof(body),
-                 "{\"message\":\"No such container: %s\"}", id);
+        snprintf(body, sizeof(body), "{\"message\":\"No such container: %s\"}",
+                 id);
         reply(req, 404, body);
         return;
     }
@@ -210,8 +210,8 @@ do_delete(struct fake_engine *fe, struct evhttp_request *req, const char *id)
     char body[256];
 
     if (c == NULL) {
-        snprintf(body, sizeof(body),
-                 "{\"message\":\"No such container: %s\"}", id);
+        snprintf(body, sizeof(body), "{\"message\":\"No such container: %s\"}",
+                 id);
         reply(req, 404, body);
         return;
     }
@@ -513,8 +513,7 @@ fake_engine_add(struct fake_engine *fe, const char *id, const char *name,
         snprintf(c->name, sizeof(c->name), "%s", name);
         snprintf(c->labels, sizeof(c->labels), "%s",
                  labels_json ? labels_json : "{}");
-        snprintf(c->state, sizeof(c->state), "%s",
-                 state ? state : "running");
+        snprintf(c->state, sizeof(c->state), "%s", state ? state : "running");
         /* An engine that shows a container exited also knows when. */
         c->finished = state != NULL && (strcmp(state, "exited") == 0 ||
                                         strcmp(state, "dead") == 0);

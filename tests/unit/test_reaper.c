@@ -179,8 +179,8 @@ report_for(struct h *h, const char *id)
     int i;
 
     for (i = 0; i < h->nreports; i++)
-        if (strcmp(json_string(json_get(h->reports[i], "container_id")),
-                   id) == 0)
+        if (strcmp(json_string(json_get(h->reports[i], "container_id")), id) ==
+            0)
             return h->reports[i];
     return NULL;
 }
@@ -552,9 +552,9 @@ t_exited_before_start_found_by_relist(void **state)
 static void
 t_keep_policy(void **state)
 {
-    struct h *h = started2(
-        "", ",\"policies\":[{\"name\":\"k\",\"match\":{\"labels\":"
-            "{\"reapd.managed\":\"true\"}},\"action\":\"keep\"}]");
+    struct h *h =
+        started2("", ",\"policies\":[{\"name\":\"k\",\"match\":{\"labels\":"
+                     "{\"reapd.managed\":\"true\"}},\"action\":\"keep\"}]");
     const struct json_node *rep;
     int two = 2;
 

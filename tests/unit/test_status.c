@@ -530,6 +530,7 @@ t_metrics(void **state)
     }
     assert_int_equal(
         metric_value(r.body, "reapd_removals_total{result=\"ok\"}"), 0);
+    assert_int_equal(metric_value(r.body, "reapd_leaked_tasks"), 0);
     /* The exposition format: comments, or "name[{labels}] value". */
     assert_int_equal(r.body[r.len - 1], '\n');
     for (line = strtok_r(r.body, "\n", &save); line != NULL;
@@ -547,7 +548,9 @@ t_metrics(void **state)
             fail_msg("metric outside the reapd_ namespace: %s", line);
         samples++;
     }
-    assert_int_equal(samples, 4 + LC_NSTATES + 4);
+    /* 4 counters, a gauge per state, 4 removal results, leaked tasks, 2
+     * reaped-task counters, containerd connected. */
+    assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4);
     resp_clear(&r);
     h_free(h);
 }

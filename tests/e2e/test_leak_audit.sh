@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A task the engine leaked before reapd started (the seed's leak: runc
+# delete slower than dockerd's 30 s timeout, then `docker rm`) is found by
+# reapd's audit of containerd's task list, shown on /v1/leaks and in the
+# metrics, and reaped: task, containerd container and shim all gone.
+# Usage: bash tests/e2e/test_leak_audit.sh /path/to/reapd
+# shellcheck disable=SC2016  # jq programs: $names are jq variables
+set -euo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "$0")/lib.sh"
+e2e_begin "$@"
+
+engine_start
+image_build
+slowrunc_delay 40
+
+# Leak a task with no reapd running.
+x=$(run_ctr --runtime slowrunc "$IMAGE" sh -c 'exit 3')
+log "X ${x:0:12}: waiting for dockerd to give up on its task (~30 s)"
+wait_until 60 "X to be exited" \
+  bash -c "[ \"\$(DOCKER_API_VERSION=1.41 /usr/bin/docker -H unix://$D/docker.sock inspect -f '{{.State.Status}}' $x)\" = exited ]"
+dk rm "$x" >/dev/null
+ctr_tasks | grep -q "^$x" || fail "the engine did not leak X's task; nothing to audit"
+log "X's task leaked: $(ctr_tasks | grep "^$x")"
+
+# From now on runc deletes quickly, so the reap itself is fast.
+slowrunc_delay 0
+reapd_start "$REAPD_BIN" "{\"containerd\": {\"socket\": \"$(ctr_sock)\", \"audit_interval_ms\": 1000}}"
+
+leaks_has_x() {
+  curl -s "$REAPD_URL/v1/leaks" | jq -e --arg id "$x" '.leaks | any(.container_id == $id)' >/dev/null
+}
+task_gone() {
+  ! ctr_tasks | grep -q "^$x" && ! ctr_containers | grep -qx "$x"
+}
+wait_until 30 "the audit to list X on /v1/leaks" leaks_has_x
+wait_until 60 "X's task and containerd container to be reaped" task_gone
+shims=$(pgrep -f "containerd-shim-runc-v2 .*-id $x" || true)
+[ -z "$shims" ] || fail "X's shim still running: $shims"
+wait_until 10 "X to leave /v1/leaks" bash -c "! curl -s $REAPD_URL/v1/leaks | jq -e --arg id $x '.leaks | any(.container_id == \$id)' >/dev/null"
+metrics=$(curl -s "$REAPD_URL/metrics")
+grep -q '^reapd_tasks_reaped_total{found="audit"} 1$' <<<"$metrics" ||
+  fail "metrics do not count the audit's reap: $(grep tasks_reaped <<<"$metrics")"
+grep -q '^reapd_leaked_tasks 0$' <<<"$metrics" || fail "leaked_tasks gauge not back to 0"
+# X had no report: it was never a container reapd saw exit.
+assert_eq 0 "$(report_count "$x")" "reports for X"
+
+e2e_pass
