@@ -96,7 +96,6 @@ clear_task_facts(struct lc *c)
 {
     c->task_exit_seen = false;
     c->task_exit_code = 0;
-    c->task_exit_fresh = false;
     c->task_delete_seen = false;
     c->task_gone_polled = false;
     c->task_reaped_done = false;
@@ -128,7 +127,8 @@ settle_from_containerd(struct lc *c)
     c->exit_known = true;
     c->exit_code = c->task_exit_code;
     c->source = LC_SRC_CONTAINERD;
-    c->anomalies &= ~(uint32_t)LC_AN_EXIT_UNKNOWN;
+    /* Judged again against the final truth. */
+    c->anomalies &= ~(uint32_t)(LC_AN_EXIT_UNKNOWN | LC_AN_EXIT_CODE_MISMATCH);
     check_mismatch(c);
     return true;
 }
@@ -687,10 +687,11 @@ on_task_exit(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
     c->task_exit_seen = true;
     c->task_exit_code = o->exit_code;
-    if (c->state == LC_KEPT || c->state == LC_ABANDONED)
-        c->task_exit_fresh = true; /* the next run's */
-    /* Arriving after inspect settled it: containerd outranks inspect. */
-    if (c->exit_known && in_cleanup(c->state))
+    /* Arriving after the exit was settled (by inspect, the die event, or
+     * as unknown): containerd outranks them all. In KEPT or ABANDONED it
+     * belongs to the next run and waits for its die. */
+    if (in_cleanup(c->state) &&
+        (c->exit_known || (c->anomalies & LC_AN_EXIT_UNKNOWN)))
         settle_from_containerd(c);
     res->reason = "containerd TaskExit";
 }
@@ -734,6 +735,7 @@ on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
             return;
         }
         go(c, res, LC_TASK_REAPING, "the engine leaked the task; reaping");
+        c->task_reaped_done = false;
         c->task_delete_inflight = true;
         push(res, ACT_TASK_DELETE, 0, 0);
         return;
@@ -749,6 +751,11 @@ static void
 on_reap_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
     if (c->state != LC_TASK_REAPING)
+        return;
+    /* Each answer only in its turn: a result nobody asked for (a caller's
+     * slip) must not send a second delete. */
+    if ((o->kind == OBS_TASK_DELETE_DONE && c->task_reaped_done) ||
+        (o->kind == OBS_CTR_DELETE_DONE && !c->task_reaped_done))
         return;
     switch (o->kind) {
     case OBS_TASK_DELETE_DONE:

@@ -169,7 +169,6 @@ struct lc {
     /* The containerd channel. */
     bool task_exit_seen; /* TaskExit of the init process, this run */
     int task_exit_code;
-    bool task_exit_fresh; /* arrived after this record's last report */
     bool task_delete_seen;
     bool task_gone_polled;
     bool task_get_inflight;

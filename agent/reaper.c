@@ -1314,7 +1314,10 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     if (notask != NULL) {
         for (b = 0; b < r->nbuckets; b++)
             for (c = r->buckets[b]; c != NULL; c = c->hnext)
+                /* Only exits being cleaned up: a kept container's next
+                 * run must not inherit this list's verdict. */
                 if (c->kind == R_MANAGED && c->lc.exited &&
+                    c->lc.state != LC_KEPT && c->lc.state != LC_ABANDONED &&
                     !c->lc.task_delete_seen && !task_listed(ts, n, c->id))
                     notask[nnotask++] = c;
         for (i = 0; i < nnotask; i++) {
