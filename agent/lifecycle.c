@@ -798,6 +798,64 @@ lc_start_exited(struct lc *c, uint64_t now_ms, struct lc_result *res)
     begin_exit(c, now_ms, res, "first seen exited");
 }
 
+static uint64_t
+remaining(int64_t total_ms, uint64_t spent_ms)
+{
+    if (total_ms <= 0)
+        return 0;
+    /* At least 1 ms: a deadline already passed fires at once. */
+    return (uint64_t)total_ms > spent_ms ? (uint64_t)total_ms - spent_ms : 1;
+}
+
+void
+lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
+          struct lc_result *res)
+{
+    memset(res, 0, sizeof(*res));
+    res->from = res->to = c->state;
+    c->inspect_inflight = c->delete_inflight = false;
+    c->task_get_inflight = c->task_delete_inflight = false;
+    c->ctr_delete_inflight = false;
+    c->has_slot = false;
+    if (c->exited)
+        c->exited_at_ms = now_ms > since_exit_ms ? now_ms - since_exit_ms : 0;
+    if (in_cleanup(c->state))
+        push(res, ACT_DEADLINES,
+             (c->anomalies & LC_AN_CLEANUP_SLOW)
+                 ? 0
+                 : remaining(c->p.warn_after_ms, since_exit_ms),
+             remaining(c->p.give_up_after_ms, since_exit_ms));
+    switch (c->state) {
+    case LC_SETTLING:
+        res->reason = "resumed after restart: settling";
+        want_inspect(c, res);
+        return;
+    case LC_DELAYING:
+        res->reason = "resumed after restart: policy delay";
+        push(res, ACT_STEP_TIMER, remaining(c->p.delay_ms, since_exit_ms), 0);
+        return;
+    case LC_QUEUED:
+    case LC_REMOVING:
+        /* A DELETE whose answer was lost is sent again: 404 is fine. */
+        go(c, res, LC_QUEUED, "resumed after restart: removal");
+        push(res, ACT_WANT_SLOT, 0, 0);
+        return;
+    case LC_CONFIRMING:
+        res->reason = "resumed after restart: confirming removal";
+        want_inspect(c, res);
+        return;
+    case LC_TASK_CONFIRMING:
+    case LC_TASK_REAPING:
+        /* Tasks.Get decides again whether the task is still there. */
+        go(c, res, LC_TASK_CONFIRMING,
+           "resumed after restart: confirming task deletion");
+        want_task_get(c, res);
+        return;
+    default:
+        return;
+    }
+}
+
 void
 lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {

@@ -221,6 +221,17 @@ void lc_init(struct lc *c, const struct lc_params *p);
  */
 void lc_start_exited(struct lc *c, uint64_t now_ms, struct lc_result *res);
 
+/*
+ * A record loaded from durable state after reapd restarted: nothing is in
+ * flight any more, no slot is held, and the monotonic clock started anew.
+ * `now_ms` is the new monotonic time, `since_exit_ms` the wall-clock time
+ * since the exit was observed (for the deadlines). Re-asks what was
+ * outstanding so the wait resumes where it stood; what was already
+ * learned (die code, destroy seen, TaskExit...) is kept. Fills `res`.
+ */
+void lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
+               struct lc_result *res);
+
 /* Applies one observation. Fills `res` (always; nacts may be 0). */
 void lc_step(struct lc *c, const struct lc_obs *obs, struct lc_result *res);
 

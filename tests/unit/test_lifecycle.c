@@ -5309,9 +5309,160 @@ test_regress_task_exit_after_exit_unknown_task_phase(void **state)
            .cleanup_ms = 0, .channel = true, .task_deleted = 1);
 }
 
+/* ------------------------------------------------------------------ */
+/* Resuming after a restart (lc_resume)                                */
+
+static int
+count_kind(const struct lc_result *r, enum lc_act_kind k)
+{
+    size_t i;
+    int n = 0;
+
+    for (i = 0; i < r->nacts; i++)
+        n += r->acts[i].kind == k;
+    return n;
+}
+
+static const struct lc_act *
+act_of(const struct lc_result *r, enum lc_act_kind k)
+{
+    size_t i;
+
+    for (i = 0; i < r->nacts; i++)
+        if (r->acts[i].kind == k)
+            return &r->acts[i];
+    return NULL;
+}
+
+static struct lc
+resumable(enum lc_state st, bool containerd)
+{
+    struct lc_params p = mkparams(POLICY_REMOVE, 0, 60000, 600000);
+    struct lc c;
+
+    p.containerd = containerd;
+    p.reap_leaked_tasks = containerd;
+    lc_init(&c, &p);
+    c.state = st;
+    c.ran = c.exited = true;
+    c.die_seen = c.die_has_code = true;
+    c.die_code = 255;
+    /* As loaded from a record: the old process's requests and slot are
+     * gone, whatever the flags said. */
+    c.inspect_inflight = c.delete_inflight = c.has_slot = true;
+    c.task_get_inflight = true;
+    return c;
+}
+
+static void
+test_resume_reasks_what_was_outstanding(void **state)
+{
+    static const struct {
+        enum lc_state st;
+        bool containerd;
+        enum lc_state to;
+        enum lc_act_kind ask;
+    } cases[] = {
+        {LC_SETTLING, false, LC_SETTLING, ACT_INSPECT},
+        {LC_QUEUED, false, LC_QUEUED, ACT_WANT_SLOT},
+        {LC_REMOVING, false, LC_QUEUED, ACT_WANT_SLOT},
+        {LC_CONFIRMING, false, LC_CONFIRMING, ACT_INSPECT},
+        {LC_TASK_CONFIRMING, true, LC_TASK_CONFIRMING, ACT_TASK_GET},
+        {LC_TASK_REAPING, true, LC_TASK_CONFIRMING, ACT_TASK_GET},
+        {LC_DELAYING, false, LC_DELAYING, ACT_STEP_TIMER},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct lc c = resumable(cases[i].st, cases[i].containerd);
+        struct lc_result r;
+
+        lc_resume(&c, 50000, 1000, &r);
+        assert_int_equal(c.state, cases[i].to);
+        assert_int_equal(count_kind(&r, cases[i].ask), 1);
+        assert_int_equal(count_kind(&r, ACT_DEADLINES), 1);
+        assert_false(c.has_slot);
+        assert_false(c.delete_inflight);
+        /* What was known stays known. */
+        assert_int_equal(c.die_code, 255);
+        assert_true(c.exited_at_ms == 49000);
+    }
+}
+
+static void
+test_resume_deadlines_count_from_the_exit(void **state)
+{
+    struct lc c = resumable(LC_CONFIRMING, false);
+    struct lc_result r;
+    const struct lc_act *d;
+
+    (void)state;
+    lc_resume(&c, 1000000, 59000, &r);
+    d = act_of(&r, ACT_DEADLINES);
+    assert_non_null(d);
+    assert_int_equal(d->ms, 1000);    /* warn: 60 s after the exit */
+    assert_int_equal(d->ms2, 541000); /* give up: 600 s after it */
+    /* Already past: fires at once; already warned: no second warning. */
+    c = resumable(LC_CONFIRMING, false);
+    c.anomalies |= LC_AN_CLEANUP_SLOW;
+    lc_resume(&c, 1000000, 700000, &r);
+    d = act_of(&r, ACT_DEADLINES);
+    assert_non_null(d);
+    assert_int_equal(d->ms, 0);
+    assert_int_equal(d->ms2, 1);
+}
+
+static void
+test_resume_idle_states_do_nothing(void **state)
+{
+    static const enum lc_state idle[] = {LC_RUNNING, LC_KEPT, LC_ABANDONED};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(idle) / sizeof(idle[0]); i++) {
+        struct lc c = resumable(idle[i], false);
+        struct lc_result r;
+
+        lc_resume(&c, 1000, 10, &r);
+        assert_int_equal(c.state, idle[i]);
+        assert_int_equal(r.nacts, 0);
+    }
+}
+
+static void
+test_resume_then_finishes_once(void **state)
+{
+    /* The DELETE's answer was lost with the old process; resumed, the
+     * record asks for a slot, DELETEs again (404), and with the destroy
+     * already seen the join completes and it reports exactly once. */
+    struct lc c = resumable(LC_REMOVING, false);
+    struct lc_result r;
+    struct lc_obs o;
+
+    (void)state;
+    c.destroy_seen = true;
+    lc_resume(&c, 1000, 10, &r);
+    memset(&o, 0, sizeof(o));
+    o.kind = OBS_SLOT;
+    lc_step(&c, &o, &r);
+    assert_int_equal(count_kind(&r, ACT_DELETE), 1);
+    o.kind = OBS_DELETE_GONE;
+    lc_step(&c, &o, &r);
+    assert_int_equal(c.state, LC_DONE);
+    assert_int_equal(count_kind(&r, ACT_REPORT), 1);
+    assert_true(c.removed);
+}
+
 int
 main(void)
 {
+    const struct CMUnitTest resume[] = {
+        cmocka_unit_test(test_resume_reasks_what_was_outstanding),
+        cmocka_unit_test(test_resume_deadlines_count_from_the_exit),
+        cmocka_unit_test(test_resume_idle_states_do_nothing),
+        cmocka_unit_test(test_resume_then_finishes_once),
+    };
     const struct CMUnitTest sweep[] = {
         cmocka_unit_test(test_sweep_recipes_reach_every_state),
         cmocka_unit_test(test_sweep_all_observations),
@@ -5410,6 +5561,8 @@ main(void)
                                           NULL, NULL);
     failed +=
         cmocka_run_group_tests_name("lifecycle names", names, NULL, NULL);
+    failed +=
+        cmocka_run_group_tests_name("lifecycle resume", resume, NULL, NULL);
     failed += cmocka_run_group_tests_name("lifecycle regressions", regressions,
                                           NULL, NULL);
     return failed ? 1 : 0;

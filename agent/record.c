@@ -1,0 +1,317 @@
+/*
+ * record — a tracked container's durable form; see record.h.
+ *
+ * The format is flat and explicit (one key per field, integers as
+ * integers) so an operator can read it in the database, and so a field
+ * added later is simply absent from older records (it keeps its zero).
+ */
+#include "record.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yajl/yajl_gen.h>
+
+#include "json.h"
+
+struct record {
+    struct json_node *root; /* the strings of meta point into it */
+    struct lc lc;
+    struct record_meta meta;
+    struct label *labels;
+};
+
+static void
+key(yajl_gen g, const char *k)
+{
+    yajl_gen_string(g, (const unsigned char *)k, strlen(k));
+}
+
+static void
+kstr(yajl_gen g, const char *k, const char *v)
+{
+    key(g, k);
+    if (v == NULL)
+        yajl_gen_null(g);
+    else
+        yajl_gen_string(g, (const unsigned char *)v, strlen(v));
+}
+
+static void
+kint(yajl_gen g, const char *k, long long v)
+{
+    key(g, k);
+    yajl_gen_integer(g, v);
+}
+
+static void
+kbool(yajl_gen g, const char *k, bool v)
+{
+    key(g, k);
+    yajl_gen_bool(g, v);
+}
+
+char *
+record_to_json(const struct lc *c, const struct record_meta *m, size_t *len)
+{
+    yajl_gen g = yajl_gen_alloc(NULL);
+    const unsigned char *buf;
+    size_t n, i;
+    char *out = NULL;
+
+    if (g == NULL)
+        return NULL;
+    yajl_gen_map_open(g);
+    kint(g, "v", RECORD_VERSION);
+    kstr(g, "state", lc_state_name(c->state));
+    kint(g, "action", c->p.action);
+    kint(g, "delay_ms", c->p.delay_ms);
+    kint(g, "poll_interval_ms", c->p.poll_interval_ms);
+    kint(g, "warn_after_ms", c->p.warn_after_ms);
+    kint(g, "give_up_after_ms", c->p.give_up_after_ms);
+    kint(g, "retry_base_ms", c->p.retry_base_ms);
+    kint(g, "retry_max_ms", c->p.retry_max_ms);
+    kbool(g, "containerd", c->p.containerd);
+    kbool(g, "reap_leaked_tasks", c->p.reap_leaked_tasks);
+    kbool(g, "ran", c->ran);
+    kbool(g, "exited", c->exited);
+    kbool(g, "die_seen", c->die_seen);
+    kbool(g, "die_has_code", c->die_has_code);
+    kint(g, "die_code", c->die_code);
+    kbool(g, "exit_known", c->exit_known);
+    kint(g, "exit_code", c->exit_code);
+    kint(g, "source", c->source);
+    kbool(g, "oom_killed", c->oom_killed);
+    kbool(g, "destroy_seen", c->destroy_seen);
+    kbool(g, "gone_polled", c->gone_polled);
+    kbool(g, "removed_by_us", c->removed_by_us);
+    kint(g, "delete_attempts", c->delete_attempts);
+    kint(g, "anomalies", c->anomalies);
+    kbool(g, "removed", c->removed);
+    kint(g, "cleanup_ms", (long long)c->cleanup_ms);
+    kbool(g, "task_exit_seen", c->task_exit_seen);
+    kint(g, "task_exit_code", c->task_exit_code);
+    kbool(g, "task_delete_seen", c->task_delete_seen);
+    kbool(g, "task_gone_polled", c->task_gone_polled);
+    kbool(g, "task_reaped_done", c->task_reaped_done);
+    kint(g, "task_deleted", c->task_deleted);
+
+    kstr(g, "name", m->name);
+    kstr(g, "image", m->image);
+    key(g, "labels");
+    yajl_gen_map_open(g);
+    for (i = 0; i < m->nlabels; i++)
+        kstr(g, m->labels[i].key, m->labels[i].value);
+    yajl_gen_map_close(g);
+    kstr(g, "policy", m->policy);
+    kbool(g, "force", m->force);
+    kbool(g, "volumes", m->volumes);
+    kbool(g, "report_on", m->report_on);
+    kstr(g, "started_at", m->started_at);
+    kstr(g, "finished_at", m->finished_at);
+    kint(g, "die_nano", m->die_nano);
+    kint(g, "exited_wall_ms", m->exited_wall_ms);
+    yajl_gen_map_close(g);
+
+    if (yajl_gen_get_buf(g, &buf, &n) == yajl_gen_status_ok) {
+        out = malloc(n + 1);
+        if (out != NULL) {
+            memcpy(out, buf, n);
+            out[n] = '\0';
+            *len = n;
+        }
+    }
+    yajl_gen_free(g);
+    return out;
+}
+
+/* Reading: every field optional (zero when absent), every present one
+ * type- and range-checked. */
+struct reader {
+    const struct json_node *root;
+    char *err;
+    size_t errlen;
+    bool bad;
+};
+
+static int64_t
+get_int(struct reader *r, const char *k, int64_t min, int64_t max)
+{
+    const struct json_node *n = json_get(r->root, k);
+    int64_t v = 0;
+
+    if (n == NULL || r->bad)
+        return 0;
+    if (json_int64(n, &v) != 0 || v < min || v > max) {
+        snprintf(r->err, r->errlen,
+                 "record: \"%s\" is not an integer in "
+                 "%lld..%lld",
+                 k, (long long)min, (long long)max);
+        r->bad = true;
+        return 0;
+    }
+    return v;
+}
+
+static bool
+get_bool(struct reader *r, const char *k)
+{
+    const struct json_node *n = json_get(r->root, k);
+
+    if (n == NULL || r->bad)
+        return false;
+    if (n->type != JSON_BOOL) {
+        snprintf(r->err, r->errlen, "record: \"%s\" is not a boolean", k);
+        r->bad = true;
+        return false;
+    }
+    return n->boolean != 0;
+}
+
+static const char *
+get_str(struct reader *r, const char *k)
+{
+    const struct json_node *n = json_get(r->root, k);
+
+    if (n == NULL || n->type == JSON_NULL || r->bad)
+        return NULL;
+    if (n->type != JSON_STRING || strlen(n->str) != n->len) {
+        snprintf(r->err, r->errlen, "record: \"%s\" is not a string", k);
+        r->bad = true;
+        return NULL;
+    }
+    return n->str;
+}
+
+struct record *
+record_parse(const char *json, size_t len, char *err, size_t errlen)
+{
+    struct json_limits lim = {.max_bytes = 1u << 20, .max_depth = 4};
+    struct record *rec = NULL, *result = NULL;
+    struct reader r = {.err = err, .errlen = errlen};
+    const struct json_node *labels;
+    const char *state;
+    struct lc *c;
+    size_t i;
+    int s;
+
+    rec = calloc(1, sizeof(*rec));
+    if (rec == NULL) {
+        snprintf(err, errlen, "record: out of memory");
+        return NULL;
+    }
+    rec->root = json_parse(json, len, &lim, 0, err, errlen, NULL);
+    if (rec->root == NULL || rec->root->type != JSON_OBJECT) {
+        if (rec->root != NULL)
+            snprintf(err, errlen, "record: not an object");
+        goto out;
+    }
+    r.root = rec->root;
+    if (get_int(&r, "v", 0, INT32_MAX) != RECORD_VERSION) {
+        if (!r.bad)
+            snprintf(err, errlen, "record: not version %d", RECORD_VERSION);
+        goto out;
+    }
+    c = &rec->lc;
+    state = get_str(&r, "state");
+    for (s = 0; s < LC_NSTATES; s++)
+        if (state != NULL && strcmp(state, lc_state_name(s)) == 0)
+            break;
+    if (s == LC_NSTATES) {
+        snprintf(err, errlen, "record: unknown state");
+        goto out;
+    }
+    c->state = (enum lc_state)s;
+    c->p.action = (enum policy_action)get_int(&r, "action", 0, POLICY_REMOVE);
+    c->p.delay_ms = get_int(&r, "delay_ms", 0, INT64_MAX);
+    c->p.poll_interval_ms = get_int(&r, "poll_interval_ms", 1, INT64_MAX);
+    c->p.warn_after_ms = get_int(&r, "warn_after_ms", 0, INT64_MAX);
+    c->p.give_up_after_ms = get_int(&r, "give_up_after_ms", 0, INT64_MAX);
+    c->p.retry_base_ms = get_int(&r, "retry_base_ms", 1, INT64_MAX);
+    c->p.retry_max_ms = get_int(&r, "retry_max_ms", 1, INT64_MAX);
+    c->p.containerd = get_bool(&r, "containerd");
+    c->p.reap_leaked_tasks = get_bool(&r, "reap_leaked_tasks");
+    c->ran = get_bool(&r, "ran");
+    c->exited = get_bool(&r, "exited");
+    c->die_seen = get_bool(&r, "die_seen");
+    c->die_has_code = get_bool(&r, "die_has_code");
+    c->die_code = (int)get_int(&r, "die_code", INT32_MIN, INT32_MAX);
+    c->exit_known = get_bool(&r, "exit_known");
+    c->exit_code = (int)get_int(&r, "exit_code", INT32_MIN, INT32_MAX);
+    c->source = (enum lc_source)get_int(&r, "source", 0, LC_SRC_EVENT);
+    c->oom_killed = get_bool(&r, "oom_killed");
+    c->destroy_seen = get_bool(&r, "destroy_seen");
+    c->gone_polled = get_bool(&r, "gone_polled");
+    c->removed_by_us = get_bool(&r, "removed_by_us");
+    c->delete_attempts =
+        (unsigned)get_int(&r, "delete_attempts", 0, INT32_MAX);
+    c->anomalies = (uint32_t)get_int(&r, "anomalies", 0, UINT32_MAX);
+    c->removed = get_bool(&r, "removed");
+    c->cleanup_ms = (uint64_t)get_int(&r, "cleanup_ms", 0, INT64_MAX);
+    c->task_exit_seen = get_bool(&r, "task_exit_seen");
+    c->task_exit_code =
+        (int)get_int(&r, "task_exit_code", INT32_MIN, INT32_MAX);
+    c->task_delete_seen = get_bool(&r, "task_delete_seen");
+    c->task_gone_polled = get_bool(&r, "task_gone_polled");
+    c->task_reaped_done = get_bool(&r, "task_reaped_done");
+    c->task_deleted = (int)get_int(&r, "task_deleted", -1, 1);
+
+    rec->meta.name = get_str(&r, "name");
+    rec->meta.image = get_str(&r, "image");
+    rec->meta.policy = get_str(&r, "policy");
+    rec->meta.force = get_bool(&r, "force");
+    rec->meta.volumes = get_bool(&r, "volumes");
+    rec->meta.report_on = get_bool(&r, "report_on");
+    rec->meta.started_at = get_str(&r, "started_at");
+    rec->meta.finished_at = get_str(&r, "finished_at");
+    rec->meta.die_nano = get_int(&r, "die_nano", 0, INT64_MAX);
+    rec->meta.exited_wall_ms = get_int(&r, "exited_wall_ms", 0, INT64_MAX);
+    labels = json_get(rec->root, "labels");
+    if (labels != NULL && labels->type == JSON_OBJECT && labels->count > 0) {
+        rec->labels = calloc(labels->count, sizeof(*rec->labels));
+        if (rec->labels == NULL) {
+            snprintf(err, errlen, "record: out of memory");
+            goto out;
+        }
+        for (i = 0; i < labels->count; i++) {
+            const struct json_node *m = labels->items[i];
+
+            if (m->type != JSON_STRING || strlen(m->str) != m->len ||
+                strlen(m->key) != m->key_len)
+                continue;
+            rec->labels[rec->meta.nlabels].key = (char *)m->key;
+            rec->labels[rec->meta.nlabels].value = (char *)m->str;
+            rec->meta.nlabels++;
+        }
+    }
+    rec->meta.labels = rec->labels;
+    if (r.bad)
+        goto out;
+    result = rec;
+    rec = NULL;
+out:
+    record_free(rec);
+    return result;
+}
+
+void
+record_free(struct record *r)
+{
+    if (r == NULL)
+        return;
+    json_free(r->root);
+    free(r->labels);
+    free(r);
+}
+
+const struct lc *
+record_lc(const struct record *r)
+{
+    return &r->lc;
+}
+
+const struct record_meta *
+record_meta(const struct record *r)
+{
+    return &r->meta;
+}
