@@ -24,6 +24,7 @@
 #include "reaper.h"
 #include "report.h"
 #include "status.h"
+#include "store.h"
 
 #define DEFAULT_CONFIG "/etc/reapd/reapd.json"
 
@@ -201,6 +202,8 @@ main(int argc, char **argv)
     bool check = false;
     struct docker *docker = NULL;
     struct ctrd *ctrd = NULL;
+    struct store *store = NULL;
+    char err[512];
     const char *ctrd_path = NULL;
     struct report_log *rl = NULL;
     struct status *status = NULL;
@@ -284,6 +287,12 @@ main(int argc, char **argv)
     a.reaper = reaper_new(a.loop, docker, a.cfg, rl);
     if (a.reaper == NULL)
         goto out;
+    if (store_open(a.cfg->state_dir, &store, err, sizeof(err)) != STORE_OK) {
+        log_error(NULL, "state: %s", err);
+        goto out;
+    }
+    reaper_set_store(a.reaper, store);
+    log_info(NULL, "state: %s", store_path(store));
     if (ctrd_path != NULL) {
         ctrd = ctrd_new(a.loop, ctrd_path, a.cfg->containerd_namespace,
                         (long)a.cfg->docker_request_timeout_ms,
@@ -326,6 +335,8 @@ out:
         event_free(sighup);
     status_free(status);
     reaper_free(a.reaper);
+    if (store != NULL && store_close(store) != STORE_OK)
+        log_error(NULL, "state: closing the database failed");
     ctrd_free(ctrd);
     docker_free(docker);
     loop_free(a.loop);

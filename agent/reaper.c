@@ -23,10 +23,14 @@
 #include "docker.h"
 #include "log.h"
 #include "loop.h"
+#include "record.h"
 #include "report.h"
+#include "store.h"
 
-#define MAX_PENDING   8
-#define MAX_TOMBSTONE 4096
+#define MAX_PENDING    8
+#define MAX_UNSAVED    100000 /* reports held while the disk is full */
+#define CHECKPOINT_KEY "docker.events.time_nano"
+#define MAX_TOMBSTONE  4096
 
 enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
 
@@ -60,7 +64,10 @@ struct rec {
     bool slot_queued, slot_held;
     struct rec *qprev, *qnext;
 
-    uint64_t born_relist; /* relist generation when created */
+    uint64_t born_relist;   /* relist generation when created */
+    bool persisted;         /* a record of it is in the store */
+    bool resume_pending;    /* loaded from the store, not yet resumed */
+    int64_t exited_wall_ms; /* wall clock when its exit was seen */
     struct lc_obs pend[MAX_PENDING];
     size_t npend;
 };
@@ -80,6 +87,16 @@ struct leak {
     struct reaper *r;
     char last_error[128];
     struct leak *next;
+};
+
+/* A report written to reports.jsonl that the store could not take yet
+ * (disk full): kept and retried, so nothing already made is lost. */
+struct unsaved {
+    struct unsaved *next;
+    char report_id[40];
+    char container_id[65];
+    char *json;
+    size_t len;
 };
 
 struct reaper {
@@ -116,12 +133,24 @@ struct reaper {
     uint64_t tasks_reaped;   /* leaked by the engine, after removal */
     uint64_t orphans_reaped; /* found by the audit */
 
+    /* Durable state (NULL: none, as in unit tests). */
+    struct store *store;
+    struct event *flush_ev;
+    bool flush_scheduled;
+    bool store_failing; /* the last write failed; logged once */
+    struct event *store_retry;
+    struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */
+    size_t nunsaved;
+    uint64_t store_errors;
+    uint64_t duplicates;
+
     reaper_report_cb report_cb;
     void *report_arg;
     struct reaper_stats st;
 };
 
 static bool feed(struct rec *c, const struct lc_obs *o);
+static bool apply(struct rec *c, const struct lc_result *res);
 static void forget(struct rec *c);
 
 /* ---- the table -------------------------------------------------------- */
@@ -518,6 +547,296 @@ disarm(struct event *ev)
         evtimer_del(ev);
 }
 
+/* ---- durable state ----------------------------------------------------- */
+
+static void on_flush(evutil_socket_t fd, short what, void *arg);
+
+/* Container records and checkpoints are batched: one store_flush per
+ * loop turn writes them all (group commit). */
+static void
+schedule_flush(struct reaper *r)
+{
+    if (r->store == NULL || r->flush_scheduled)
+        return;
+    r->flush_scheduled = true;
+    event_active(r->flush_ev, EV_TIMEOUT, 0);
+}
+
+/* Says it loudly once when writes start failing, and once when they work
+ * again; a full disk must not also fill the log. */
+static void
+store_result(struct reaper *r, int rc, const char *what)
+{
+    if (rc >= 0) {
+        if (r->store_failing)
+            log_info(NULL, "state: writes to %s work again",
+                     store_path(r->store));
+        r->store_failing = false;
+        return;
+    }
+    r->store_errors++;
+    if (!r->store_failing)
+        log_error(NULL,
+                  "state: %s failed: %s (%s); nothing already accepted is "
+                  "lost, retrying",
+                  what, store_strerror(rc), store_errmsg(r->store));
+    r->store_failing = true;
+}
+
+static void
+arm_store_retry(struct reaper *r)
+{
+    struct timeval tv = {1, 0};
+
+    evtimer_add(r->store_retry, &tv);
+}
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    r->flush_scheduled = false;
+    rc = store_flush(r->store);
+    store_result(r, rc, "saving container records");
+    if (rc < 0)
+        arm_store_retry(r);
+}
+
+/* Stores one report (it is already in reports.jsonl). */
+static int
+store_report(struct reaper *r, const char *id, const char *cid,
+             const char *json, size_t len)
+{
+    int rc = store_add_report(r->store, id, cid, json, len, report_now_ms());
+
+    if (rc == STORE_DUPLICATE) {
+        /* Made before a restart already: stored and delivered once. */
+        r->duplicates++;
+        log_info(cid, "report %s was already made before a restart", id);
+        return 0;
+    }
+    store_result(r, rc, "storing a report");
+    if (rc < 0)
+        return -1;
+    /* Without an upstream, reports.jsonl and the store are where a report
+     * goes: it is delivered, and retention applies to it. */
+    if (r->cfg->upstream_url == NULL)
+        store_mark_delivered(r->store, id, report_now_ms());
+    return 0;
+}
+
+static void
+keep_unsaved(struct reaper *r, const char *id, const char *cid,
+             const char *json, size_t len)
+{
+    struct unsaved *u;
+
+    if (r->nunsaved >= MAX_UNSAVED || (u = calloc(1, sizeof(*u))) == NULL ||
+        (u->json = malloc(len + 1)) == NULL) {
+        if (r->nunsaved < MAX_UNSAVED)
+            free(u);
+        log_error(cid,
+                  "report %s could not be stored nor kept in memory; "
+                  "it is only in reports.jsonl",
+                  id);
+        return;
+    }
+    snprintf(u->report_id, sizeof(u->report_id), "%s", id);
+    snprintf(u->container_id, sizeof(u->container_id), "%s", cid);
+    memcpy(u->json, json, len);
+    u->json[len] = '\0';
+    u->len = len;
+    if (r->unsaved_tail != NULL)
+        r->unsaved_tail->next = u;
+    else
+        r->unsaved = u;
+    r->unsaved_tail = u;
+    r->nunsaved++;
+    arm_store_retry(r);
+}
+
+static void
+on_store_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+
+    (void)fd;
+    (void)what;
+    while (r->unsaved != NULL) {
+        struct unsaved *u = r->unsaved;
+
+        if (store_report(r, u->report_id, u->container_id, u->json, u->len) !=
+            0) {
+            arm_store_retry(r);
+            return;
+        }
+        r->unsaved = u->next;
+        if (r->unsaved == NULL)
+            r->unsaved_tail = NULL;
+        r->nunsaved--;
+        if (r->report_cb != NULL)
+            r->report_cb(u->json, u->len, r->report_arg);
+        free(u->json);
+        free(u);
+    }
+    if (store_pending(r->store) > 0)
+        schedule_flush(r);
+}
+
+static void
+fill_meta(const struct rec *c, struct record_meta *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->name = c->name;
+    m->image = c->image;
+    m->labels = c->labels;
+    m->nlabels = c->nlabels;
+    m->policy = c->policy;
+    m->force = c->force;
+    m->volumes = c->volumes;
+    m->report_on = c->report_on;
+    m->started_at = c->started_at;
+    m->finished_at = c->finished_at;
+    m->die_nano = c->die_nano;
+    m->exited_wall_ms = c->exited_wall_ms;
+}
+
+/* After every step of a managed record: what a restart must not forget.
+ * A container merely running has nothing to lose (a relist finds it), so
+ * only records past an exit, or reported and kept, are written. */
+static void
+persist(struct rec *c)
+{
+    struct reaper *r = c->r;
+    struct record_meta m;
+    char *json;
+    size_t len;
+    int rc;
+
+    if (r->store == NULL)
+        return;
+    if (c->lc.exited && c->exited_wall_ms == 0)
+        c->exited_wall_ms = report_now_ms();
+    if (!c->lc.exited)
+        c->exited_wall_ms = 0;
+    if (c->lc.state == LC_RUNNING && !c->lc.exited) {
+        if (c->persisted) {
+            store_result(r, store_delete_container(r->store, c->id),
+                         "saving container records");
+            c->persisted = false;
+            schedule_flush(r);
+        }
+        return;
+    }
+    fill_meta(c, &m);
+    json = record_to_json(&c->lc, &m, &len);
+    if (json == NULL) {
+        log_error(c->id, "out of memory saving its record");
+        return;
+    }
+    rc = store_put_container(r->store, c->id, json, len, report_now_ms());
+    store_result(r, rc, "saving container records");
+    free(json);
+    if (rc >= 0)
+        c->persisted = true;
+    schedule_flush(r);
+}
+
+/* Records saved by an earlier run: tracked again, resumed once the
+ * engine is reachable (on_subscribed). */
+static int
+load_records(struct reaper *r)
+{
+    struct store_containers all = {0};
+    char err[256];
+    size_t i;
+    int rc;
+
+    rc = store_get_containers(r->store, &all);
+    if (rc < 0) {
+        log_error(NULL, "state: cannot read container records: %s",
+                  store_errmsg(r->store));
+        return -1;
+    }
+    for (i = 0; i < all.n; i++) {
+        struct record *rec;
+        const struct record_meta *m;
+        struct rec *c;
+
+        if (!docker_valid_id(all.v[i].id) || lookup(r, all.v[i].id)) {
+            store_delete_container(r->store, all.v[i].id);
+            continue;
+        }
+        rec = record_parse(all.v[i].json, all.v[i].len, err, sizeof(err));
+        if (rec == NULL) {
+            log_error(all.v[i].id, "state: dropping an unreadable record: %s",
+                      err);
+            store_delete_container(r->store, all.v[i].id);
+            continue;
+        }
+        c = rec_new(r, all.v[i].id);
+        if (c == NULL) {
+            record_free(rec);
+            continue;
+        }
+        m = record_meta(rec);
+        if (set_meta(c, m->name, m->image, m->labels, m->nlabels) != 0)
+            log_error(c->id, "out of memory copying labels");
+        c->kind = R_MANAGED;
+        c->policy = strdup(m->policy != NULL ? m->policy : "default");
+        c->force = m->force;
+        c->volumes = m->volumes;
+        c->report_on = m->report_on;
+        set_str(&c->started_at, m->started_at);
+        set_str(&c->finished_at, m->finished_at);
+        c->die_nano = m->die_nano;
+        c->exited_wall_ms = m->exited_wall_ms;
+        c->lc = *record_lc(rec);
+        c->persisted = true;
+        c->resume_pending = true;
+        record_free(rec);
+    }
+    if (all.n > 0)
+        log_info(NULL, "state: %zu container records from the last run",
+                 all.n);
+    store_containers_free(&all);
+    schedule_flush(r);
+    return 0;
+}
+
+static void
+resume_loaded(struct reaper *r)
+{
+    struct rec **todo, *c;
+    size_t b, n = 0, i;
+    int64_t now_wall = report_now_ms();
+
+    todo = calloc(r->nrecs ? r->nrecs : 1, sizeof(*todo));
+    if (todo == NULL)
+        return;
+    for (b = 0; b < r->nbuckets; b++)
+        for (c = r->buckets[b]; c != NULL; c = c->hnext)
+            if (c->resume_pending)
+                todo[n++] = c;
+    for (i = 0; i < n; i++) {
+        struct lc_result res;
+        uint64_t since = 0;
+
+        c = todo[i];
+        c->resume_pending = false;
+        if (c->exited_wall_ms > 0 && now_wall > c->exited_wall_ms)
+            since = (uint64_t)(now_wall - c->exited_wall_ms);
+        lc_resume(&c->lc, loop_now_ms(), since, &res);
+        if (apply(c, &res))
+            persist(c);
+    }
+    free(todo);
+}
+
 /* ---- reports ---------------------------------------------------------- */
 
 /*
@@ -601,10 +920,19 @@ make_report(struct rec *c)
         log_error(c->id, "out of memory making a report");
         return;
     }
+    /* reports.jsonl first, then the store: a crash between the two
+     * leaves the record unforgotten, so the same report (same id) is made
+     * again after the restart; never the other way round. */
     if (r->rl != NULL && report_log_append(r->rl, json, len) != 0) {
         r->st.report_errors++;
         log_error(c->id, "cannot append the report to %s: %m",
                   report_log_path(r->rl));
+    }
+    if (r->store != NULL &&
+        store_report(r, rep.report_id, c->id, json, len) != 0) {
+        keep_unsaved(r, rep.report_id, c->id, json, len);
+        free(json);
+        return;
     }
     r->st.reports++;
     if (lc->anomalies & LC_AN_EXIT_CODE_MISMATCH)
@@ -754,12 +1082,20 @@ feed(struct rec *c, const struct lc_obs *obs)
     o.now_ms = loop_now_ms();
     o.rnd = backoff_rand(&r->rnd);
     lc_step(&c->lc, &o, &res);
-    return apply(c, &res);
+    if (!apply(c, &res))
+        return false;
+    persist(c);
+    return true;
 }
 
 static void
 forget(struct rec *c)
 {
+    if (c->persisted && c->r->store != NULL) {
+        store_result(c->r, store_delete_container(c->r->store, c->id),
+                     "saving container records");
+        schedule_flush(c->r);
+    }
     docker_cancel(c->meta_req);
     docker_cancel(c->inspect_req);
     docker_cancel(c->delete_req);
@@ -941,6 +1277,12 @@ on_event(const struct docker_event *ev, void *arg)
     struct lc_obs o;
 
     r->st.events++;
+    if (r->store != NULL && ev->time_nano > 0) {
+        store_result(
+            r, store_set_checkpoint(r->store, CHECKPOINT_KEY, ev->time_nano),
+            "saving the events checkpoint");
+        schedule_flush(r);
+    }
     memset(&o, 0, sizeof(o));
     switch (ev->action) {
     case EV_START:
@@ -1124,6 +1466,9 @@ on_subscribed(void *arg)
              docker_api_version(r->d));
     r->relisted = false;
     evtimer_del(r->relist_timer);
+    /* The engine answers now: records of the last run pick up where they
+     * stood, before the relist reconciles them. */
+    resume_loaded(r);
     relist(r);
 }
 
@@ -1436,8 +1781,11 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->tombs = calloc(MAX_TOMBSTONE, sizeof(*r->tombs));
     r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
     r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
+    r->flush_ev = event_new(loop_base(l), -1, 0, on_flush, r);
+    r->store_retry = evtimer_new(loop_base(l), on_store_retry, r);
     if (r->buckets == NULL || r->tombs == NULL || r->grant_ev == NULL ||
-        r->relist_timer == NULL) {
+        r->relist_timer == NULL || r->flush_ev == NULL ||
+        r->store_retry == NULL) {
         reaper_free(r);
         return NULL;
     }
@@ -1458,10 +1806,35 @@ reaper_free(struct reaper *r)
     if (r->audit_timer != NULL)
         event_free(r->audit_timer);
     if (r->buckets != NULL) {
-        for (b = 0; b < r->nbuckets; b++)
+        /* Stopping is not forgetting: the records stay in the store. */
+        for (b = 0; b < r->nbuckets; b++) {
+            struct rec *c;
+
+            for (c = r->buckets[b]; c != NULL; c = c->hnext)
+                c->persisted = false;
             while (r->buckets[b] != NULL)
                 forget(r->buckets[b]);
+        }
     }
+    if (r->store != NULL && store_flush(r->store) < 0)
+        log_error(NULL, "state: last flush failed: %s",
+                  store_errmsg(r->store));
+    while (r->unsaved != NULL) {
+        struct unsaved *u = r->unsaved;
+
+        r->unsaved = u->next;
+        log_error(u->container_id,
+                  "report %s not stored at exit; it is "
+                  "in reports.jsonl and will be made "
+                  "again after the restart",
+                  u->report_id);
+        free(u->json);
+        free(u);
+    }
+    if (r->flush_ev != NULL)
+        event_free(r->flush_ev);
+    if (r->store_retry != NULL)
+        event_free(r->store_retry);
     if (r->grant_ev != NULL)
         event_free(r->grant_ev);
     if (r->relist_timer != NULL)
@@ -1485,6 +1858,12 @@ reaper_set_containerd(struct reaper *r, struct ctrd *c)
     r->ctrd = c;
 }
 
+void
+reaper_set_store(struct reaper *r, struct store *st)
+{
+    r->store = st;
+}
+
 int
 reaper_start(struct reaper *r)
 {
@@ -1503,6 +1882,18 @@ reaper_start(struct reaper *r)
         r->audit_timer = evtimer_new(loop_base(r->l), on_audit_timer, r);
         if (r->audit_timer == NULL || ctrd_watch_start(r->ctrd, &ccbs, r))
             return -1;
+    }
+    if (r->store != NULL) {
+        int64_t since = 0;
+
+        if (load_records(r) != 0)
+            return -1;
+        /* Resume the stream where the last run stopped reading; the
+         * relist after subscribing covers what the engine no longer
+         * buffers. */
+        if (store_get_checkpoint(r->store, CHECKPOINT_KEY, &since) != STORE_OK)
+            since = 0;
+        return docker_watch_start(r->d, &cbs, r, since);
     }
     return docker_watch_start(r->d, &cbs, r, 0);
 }
@@ -1540,6 +1931,9 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
             }
         }
     }
+    out->store_errors = r->store_errors;
+    out->reports_unsaved = r->nunsaved;
+    out->duplicates = r->duplicates;
     out->leaked_tasks = r->nleaks;
     out->tasks_reaped = r->tasks_reaped;
     out->orphans_reaped = r->orphans_reaped;

@@ -22,6 +22,7 @@
 
 struct loop;
 struct ctrd;
+struct store;
 struct docker;
 struct config;
 struct report_log;
@@ -51,6 +52,10 @@ struct reaper_stats {
     size_t leaked_tasks;       /* tasks without an engine container now */
     uint64_t tasks_reaped;     /* leaked by the engine, reaped after removal */
     uint64_t orphans_reaped;   /* found by the audit and reaped */
+    /* Durable state. */
+    uint64_t store_errors;  /* failed writes (disk full...) */
+    size_t reports_unsaved; /* made, waiting for the store to take them */
+    uint64_t duplicates;    /* reports made again after a restart */
 };
 
 /*
@@ -69,6 +74,11 @@ void reaper_set_config(struct reaper *r, const struct config *cfg);
 /* Turns the containerd channel on (before reaper_start); `c` is borrowed.
  * Without it reapd runs in Docker-only mode. */
 void reaper_set_containerd(struct reaper *r, struct ctrd *c);
+
+/* Turns durable state on (before reaper_start): container records,
+ * reports and the events checkpoint go to `st` (borrowed), and records
+ * of the last run are resumed. */
+void reaper_set_store(struct reaper *r, struct store *st);
 
 /* Subscribes to the engine's events and starts reconciling. */
 int reaper_start(struct reaper *r);

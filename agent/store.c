@@ -1,0 +1,1667 @@
+/*
+ * store — reapd's durable state in one SQLite database; see store.h.
+ *
+ * WAL mode, so a commit appends to one file and a kill -9 at any instant
+ * leaves the last committed transaction readable at the next open.
+ * Every statement is prepared once at open and bound with parameters;
+ * the only SQL text formatted at run time carries integers we computed
+ * (PRAGMA takes no parameters). Every write runs in an explicit
+ * transaction that is rolled back on any error, so a failed call leaves
+ * the database exactly as it was.
+ *
+ * Container records and checkpoints wait in a small hash table (the
+ * latest value per key) until store_flush writes them all at once; they
+ * leave it only once their transaction has committed.
+ */
+#include "store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* The loop thread waits at most this long for a lock someone else holds
+ * (an operator's sqlite3 shell in a write transaction). */
+#define BUSY_TIMEOUT_MS 100
+#define PEND_MIN_CAP    64
+
+/*
+ * The schema, as an ordered list: migrations[v] takes user_version v to
+ * v + 1, in one transaction with the version bump. Never edit one that
+ * has shipped; append.
+ */
+static const char *const migrations[] = {
+    /* 0 -> 1: the outbox, container records, checkpoints. */
+    "CREATE TABLE meta ("
+    "  name TEXT PRIMARY KEY NOT NULL,"
+    "  value INTEGER NOT NULL"
+    ") WITHOUT ROWID;"
+    "INSERT INTO meta(name, value) VALUES ('report_seq', 0);"
+    "CREATE TABLE reports ("
+    "  report_id TEXT PRIMARY KEY NOT NULL,"
+    "  container_id TEXT NOT NULL,"
+    "  seq INTEGER NOT NULL UNIQUE,"
+    "  body TEXT NOT NULL,"
+    "  state TEXT NOT NULL DEFAULT 'pending'"
+    "    CHECK (state IN ('pending', 'delivered', 'dead')),"
+    "  attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),"
+    "  next_attempt_ms INTEGER NOT NULL,"
+    "  last_error TEXT,"
+    "  created_ms INTEGER NOT NULL,"
+    "  delivered_ms INTEGER,"
+    /* 1 for the oldest pending report of its container, the only one
+     * that can be due: so finding the due ones reads one row per
+     * container, not every pending report. Set by the insert, moved on
+     * by the trigger below; store_check verifies it. */
+    "  head INTEGER NOT NULL DEFAULT 0 CHECK (head IN (0, 1))"
+    ");"
+    "CREATE INDEX reports_heads ON reports(seq, next_attempt_ms)"
+    "  WHERE head = 1;"
+    "CREATE INDEX reports_pending ON reports(container_id, seq)"
+    "  WHERE state = 'pending';"
+    "CREATE INDEX reports_state_seq ON reports(state, seq);"
+    /* Delivered or dead: the next report of that container is the head.
+     * A trigger, so no way of changing the state can forget it. */
+    "CREATE TRIGGER reports_next_head AFTER UPDATE OF state ON reports"
+    "  WHEN OLD.state = 'pending' AND NEW.state <> 'pending'"
+    "BEGIN"
+    "  UPDATE reports SET head = 0 WHERE report_id = NEW.report_id;"
+    "  UPDATE reports SET head = 1 WHERE seq = (SELECT min(seq)"
+    "    FROM reports WHERE container_id = NEW.container_id"
+    "    AND state = 'pending');"
+    "END;"
+    "CREATE TABLE containers ("
+    "  id TEXT PRIMARY KEY NOT NULL,"
+    "  record TEXT NOT NULL,"
+    "  updated_ms INTEGER NOT NULL"
+    ");"
+    "CREATE TABLE checkpoints ("
+    "  key TEXT PRIMARY KEY NOT NULL,"
+    "  value INTEGER NOT NULL"
+    ");",
+};
+
+_Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
+                   STORE_SCHEMA_VERSION,
+               "one migration per schema version");
+
+#define REPORT_COLS                                                           \
+    "report_id, container_id, seq, state, attempts, next_attempt_ms, "        \
+    "created_ms, delivered_ms, last_error"
+
+enum stmt_id {
+    S_BEGIN,
+    S_COMMIT,
+    S_ROLLBACK,
+    S_REPORT_INSERT,
+    S_SEQ_BUMP,
+    S_REPORT_EXISTS,
+    S_REPORT_GET,
+    S_DUE,
+    S_RECENT,
+    S_MARK_DELIVERED,
+    S_MARK_DEAD,
+    S_MARK_RETRY,
+    S_COUNTS,
+    S_SIZE,
+    S_PRUNE_AGE,
+    S_PRUNE_COUNT,
+    S_CTR_PUT,
+    S_CTR_DELETE,
+    S_CTR_ALL,
+    S_CKPT_SET,
+    S_CKPT_GET,
+    S_COUNT
+};
+
+static const char *const stmt_sql[S_COUNT] = {
+    [S_BEGIN] = "BEGIN IMMEDIATE",
+    [S_COMMIT] = "COMMIT",
+    [S_ROLLBACK] = "ROLLBACK",
+    /* seq from the counter in meta, never reused even after pruning. The
+     * WHERE clause also keeps the upsert's ON from reading as a join. */
+    [S_REPORT_INSERT] =
+        "INSERT INTO reports(report_id, container_id, seq, body, state,"
+        " attempts, next_attempt_ms, created_ms, head)"
+        " SELECT ?1, ?2, value + 1, ?3, 'pending', 0, ?4, ?4,"
+        " NOT EXISTS (SELECT 1 FROM reports"
+        "  WHERE container_id = ?2 AND state = 'pending')"
+        " FROM meta WHERE name = 'report_seq'"
+        " ON CONFLICT(report_id) DO NOTHING",
+    [S_SEQ_BUMP] = "UPDATE meta SET value = value + 1"
+                   " WHERE name = 'report_seq'",
+    [S_REPORT_EXISTS] = "SELECT 1 FROM reports WHERE report_id = ?1",
+    [S_REPORT_GET] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
+                     " FROM reports WHERE report_id = ?1",
+    /* Only the oldest pending report of a container can be due. */
+    [S_DUE] = "SELECT " REPORT_COLS ", body FROM reports"
+              " WHERE head = 1 AND next_attempt_ms <= ?1"
+              " ORDER BY seq LIMIT ?2",
+    [S_RECENT] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
+                 " FROM reports ORDER BY seq DESC LIMIT ?1",
+    [S_MARK_DELIVERED] =
+        "UPDATE reports SET state = 'delivered', attempts = attempts + 1,"
+        " delivered_ms = ?2, last_error = NULL"
+        " WHERE report_id = ?1 AND state = 'pending'",
+    [S_MARK_DEAD] = "UPDATE reports SET state = 'dead',"
+                    " attempts = attempts + 1, last_error = ?2"
+                    " WHERE report_id = ?1 AND state = 'pending'",
+    [S_MARK_RETRY] = "UPDATE reports SET attempts = attempts + 1,"
+                     " next_attempt_ms = ?2, last_error = ?3"
+                     " WHERE report_id = ?1 AND state = 'pending'",
+    [S_COUNTS] = "SELECT state, count(*) FROM reports GROUP BY state",
+    [S_SIZE] = "SELECT page_count * page_size"
+               " FROM pragma_page_count(), pragma_page_size()",
+    /* Oldest first, at most ?2 rows at a time. */
+    [S_PRUNE_AGE] = "DELETE FROM reports WHERE rowid IN (SELECT rowid"
+                    " FROM reports WHERE state = 'delivered'"
+                    " AND delivered_ms < ?1 ORDER BY seq LIMIT ?2)",
+    [S_PRUNE_COUNT] = "DELETE FROM reports WHERE rowid IN (SELECT rowid"
+                      " FROM reports WHERE state = 'delivered'"
+                      " AND seq <= (SELECT seq FROM reports"
+                      "  WHERE state = 'delivered'"
+                      "  ORDER BY seq DESC LIMIT 1 OFFSET ?1)"
+                      " ORDER BY seq LIMIT ?2)",
+    [S_CTR_PUT] = "INSERT INTO containers(id, record, updated_ms)"
+                  " VALUES (?1, ?2, ?3) ON CONFLICT(id) DO UPDATE"
+                  " SET record = excluded.record,"
+                  " updated_ms = excluded.updated_ms",
+    [S_CTR_DELETE] = "DELETE FROM containers WHERE id = ?1",
+    [S_CTR_ALL] = "SELECT id, record, updated_ms FROM containers",
+    [S_CKPT_SET] = "INSERT INTO checkpoints(key, value) VALUES (?1, ?2)"
+                   " ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+    [S_CKPT_GET] = "SELECT value FROM checkpoints WHERE key = ?1",
+};
+
+enum pend_kind { P_CONTAINER, P_CHECKPOINT };
+
+/* One change waiting for store_flush. */
+struct pend {
+    char *key; /* NULL: a free slot */
+    enum pend_kind kind;
+    bool del;   /* P_CONTAINER: delete the record */
+    char *json; /* P_CONTAINER put: the record */
+    size_t len;
+    int64_t value; /* P_CHECKPOINT: the value; P_CONTAINER: updated_ms */
+};
+
+struct store {
+    sqlite3 *db;
+    char *path;
+    sqlite3_stmt *stmt[S_COUNT];
+    int64_t page_size;
+    int64_t default_max_pages;
+
+    /* Pending changes: open addressing, linear probing, never more than
+     * half full; entries only ever leave all at once (pend_clear). */
+    struct pend *pend;
+    size_t pend_cap; /* a power of two */
+    size_t npend;
+    size_t pend_bytes;
+
+    char errmsg[256];
+};
+
+/* ---- results and messages -------------------------------------------- */
+
+const char *
+store_strerror(int result)
+{
+    switch (result) {
+    case STORE_OK:
+        return "ok";
+    case STORE_DUPLICATE:
+        return "duplicate";
+    case STORE_NOT_FOUND:
+        return "not found";
+    case STORE_FULL:
+        return "disk full";
+    case STORE_IOERR:
+        return "I/O error";
+    case STORE_CORRUPT:
+        return "database corrupt";
+    case STORE_BUSY:
+        return "database locked by another process";
+    case STORE_NOMEM:
+        return "out of memory";
+    case STORE_INVALID:
+        return "invalid argument";
+    case STORE_TOO_NEW:
+        return "database schema too new";
+    default:
+        return "database error";
+    }
+}
+
+static int
+map_rc(int rc)
+{
+    if (rc == SQLITE_IOERR_NOMEM)
+        return STORE_NOMEM;
+    switch (rc & 0xff) {
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+        return STORE_OK;
+    case SQLITE_FULL:
+        return STORE_FULL;
+    case SQLITE_IOERR:
+        return STORE_IOERR;
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+        return STORE_CORRUPT;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+        return STORE_BUSY;
+    case SQLITE_NOMEM:
+        return STORE_NOMEM;
+    case SQLITE_TOOBIG:
+    case SQLITE_RANGE:
+        return STORE_INVALID;
+    default:
+        return STORE_ERROR;
+    }
+}
+
+/* Records why SQLite said `rc` while doing `what`; the mapped code. */
+static int
+fail(struct store *st, int rc, const char *what)
+{
+    const char *msg = sqlite3_errmsg(st->db);
+    int result = map_rc(rc);
+
+    /* The handle's message may belong to another call (bind errors leave
+     * it alone); the code's own text is always right. */
+    if (sqlite3_extended_errcode(st->db) != rc)
+        msg = sqlite3_errstr(rc);
+    snprintf(st->errmsg, sizeof(st->errmsg), "%s: %s", what, msg);
+    return result != STORE_OK ? result : STORE_ERROR;
+}
+
+static int
+invalid(struct store *st, const char *what)
+{
+    snprintf(st->errmsg, sizeof(st->errmsg), "%s: invalid argument", what);
+    return STORE_INVALID;
+}
+
+const char *
+store_errmsg(const struct store *st)
+{
+    return st->errmsg;
+}
+
+const char *
+store_path(const struct store *st)
+{
+    return st->path;
+}
+
+const char *
+store_state_name(enum store_state s)
+{
+    switch (s) {
+    case STORE_PENDING:
+        return "pending";
+    case STORE_DELIVERED:
+        return "delivered";
+    case STORE_DEAD:
+        return "dead";
+    }
+    return "?";
+}
+
+static int
+state_parse(const char *s, enum store_state *out)
+{
+    if (s == NULL)
+        return -1;
+    if (strcmp(s, "pending") == 0)
+        *out = STORE_PENDING;
+    else if (strcmp(s, "delivered") == 0)
+        *out = STORE_DELIVERED;
+    else if (strcmp(s, "dead") == 0)
+        *out = STORE_DEAD;
+    else
+        return -1;
+    return 0;
+}
+
+/* 1..max bytes of printable ASCII, no space: what ids and keys look like,
+ * and nothing that could confuse a log line or a URL. */
+static bool
+valid_id(const char *s, size_t max)
+{
+    size_t i;
+
+    if (s == NULL)
+        return false;
+    for (i = 0; s[i] != '\0'; i++) {
+        if (i >= max || s[i] < 0x21 || s[i] > 0x7e)
+            return false;
+    }
+    return i > 0;
+}
+
+static bool
+valid_body(const char *s, size_t len, size_t max)
+{
+    return s != NULL && len <= max && memchr(s, '\0', len) == NULL;
+}
+
+/* The length of `s` cut to STORE_ERRTEXT_MAX bytes, on a UTF-8
+ * character boundary so the cut text stays valid. */
+static size_t
+errtext_len(const char *s)
+{
+    size_t n = strnlen(s, STORE_ERRTEXT_MAX + 1);
+
+    if (n > STORE_ERRTEXT_MAX) {
+        n = STORE_ERRTEXT_MAX;
+        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
+            n--;
+    }
+    return n;
+}
+
+/* ---- statements and transactions ------------------------------------- */
+
+static void
+done(sqlite3_stmt *s)
+{
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+}
+
+/* Steps a statement whose rows (if any) do not matter, and resets it. */
+static int
+run(struct store *st, enum stmt_id id, const char *what)
+{
+    sqlite3_stmt *s = st->stmt[id];
+    int rc, result = STORE_OK;
+
+    rc = sqlite3_step(s);
+    if (rc != SQLITE_DONE && rc != SQLITE_ROW)
+        result = fail(st, rc, what);
+    done(s);
+    return result;
+}
+
+static int
+bind_text(struct store *st, sqlite3_stmt *s, int i, const char *v, size_t n,
+          const char *what)
+{
+    int rc;
+
+    if (v == NULL)
+        rc = sqlite3_bind_null(s, i);
+    else
+        rc = sqlite3_bind_text64(s, i, v, n, SQLITE_STATIC, SQLITE_UTF8);
+    return rc == SQLITE_OK ? STORE_OK : fail(st, rc, what);
+}
+
+static int
+bind_int(struct store *st, sqlite3_stmt *s, int i, int64_t v, const char *what)
+{
+    int rc = sqlite3_bind_int64(s, i, v);
+
+    return rc == SQLITE_OK ? STORE_OK : fail(st, rc, what);
+}
+
+/* Ends a failed transaction. SQLite may already have rolled it back
+ * itself (disk full, I/O error), and then there is nothing to do. */
+static void
+rollback(struct store *st)
+{
+    if (sqlite3_get_autocommit(st->db))
+        return;
+    if (st->stmt[S_ROLLBACK] == NULL) { /* opening: not prepared yet */
+        sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
+        return;
+    }
+    sqlite3_step(st->stmt[S_ROLLBACK]);
+    sqlite3_reset(st->stmt[S_ROLLBACK]);
+}
+
+static int
+begin(struct store *st, const char *what)
+{
+    rollback(st); /* one an earlier failure could not end */
+    return run(st, S_BEGIN, what);
+}
+
+static int
+commit(struct store *st, const char *what)
+{
+    int result = run(st, S_COMMIT, what);
+
+    if (result != STORE_OK)
+        rollback(st);
+    return result;
+}
+
+/* synchronous=FULL makes COMMIT fsync the WAL: for reports only. */
+static int
+set_full_sync(struct store *st, bool full, const char *what)
+{
+    int rc = sqlite3_exec(st->db,
+                          full ? "PRAGMA synchronous = FULL"
+                               : "PRAGMA synchronous = NORMAL",
+                          NULL, NULL, NULL);
+
+    return rc == SQLITE_OK ? STORE_OK : fail(st, rc, what);
+}
+
+/* ---- opening ---------------------------------------------------------- */
+
+/* The single integer a PRAGMA (or any one-value query) answers. */
+static int
+query_int(sqlite3 *db, const char *sql, int64_t *v)
+{
+    sqlite3_stmt *s = NULL;
+    int rc;
+
+    rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        goto out;
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *v = sqlite3_column_int64(s, 0);
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        rc = SQLITE_ERROR;
+    }
+out:
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* The first line a check PRAGMA answers, "ok" when all is well, into
+ * buf; or an SQLite error code when it could not even run. */
+static int
+query_check(sqlite3 *db, const char *sql, char *buf, size_t len)
+{
+    sqlite3_stmt *s = NULL;
+    const unsigned char *t;
+    int rc;
+
+    rc = sqlite3_prepare_v2(db, sql, -1, &s, NULL);
+    if (rc != SQLITE_OK)
+        goto out;
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        char *p;
+
+        t = sqlite3_column_text(s, 0);
+        snprintf(buf, len, "%s", t != NULL ? (const char *)t : "?");
+        /* One line, for the log. */
+        for (p = buf; *p != '\0'; p++) {
+            if ((unsigned char)*p < 0x20)
+                *p = ' ';
+        }
+        rc = SQLITE_OK;
+    } else if (rc == SQLITE_DONE) {
+        snprintf(buf, len, "no answer");
+        rc = SQLITE_OK;
+    }
+out:
+    sqlite3_finalize(s);
+    return rc;
+}
+
+/* A message for a failed open that says what to do about it. */
+static int
+open_fail(struct store *st, int result, const char *what, const char *detail)
+{
+    switch (result) {
+    case STORE_CORRUPT:
+        snprintf(st->errmsg, sizeof(st->errmsg),
+                 "%s: %s: %s; the file is not a usable reapd database:"
+                 " move it aside to start with an empty state",
+                 st->path, what, detail);
+        break;
+    case STORE_BUSY:
+        snprintf(st->errmsg, sizeof(st->errmsg),
+                 "%s: %s: %s; is another reapd using this state_dir?",
+                 st->path, what, detail);
+        break;
+    default:
+        snprintf(st->errmsg, sizeof(st->errmsg), "%s: %s: %s", st->path, what,
+                 detail);
+        break;
+    }
+    return result;
+}
+
+static int
+open_fail_rc(struct store *st, int rc, const char *what)
+{
+    int result = map_rc(rc);
+
+    return open_fail(st, result != STORE_OK ? result : STORE_ERROR, what,
+                     sqlite3_errmsg(st->db));
+}
+
+/* Creates the file ourselves for its mode (SQLite would make it 0644, and
+ * the -wal and -shm files copy the main file's mode), and makes a new
+ * file's directory entry durable. */
+static int
+create_file(struct store *st, const char *dir)
+{
+    int fd, dfd, result;
+
+    fd = open(st->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+              0640);
+    if (fd >= 0) {
+        close(fd);
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd >= 0) {
+            fsync(dfd);
+            close(dfd);
+        }
+        return STORE_OK;
+    }
+    if (errno == EEXIST) {
+        /* Is it something we can open read-write (not a directory, not a
+         * symlink)? Say so now, in the words of the system. */
+        fd = open(st->path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0) {
+            close(fd);
+            return STORE_OK;
+        }
+    }
+    result = errno == ENOSPC   ? STORE_FULL
+             : errno == EIO    ? STORE_IOERR
+             : errno == ENOMEM ? STORE_NOMEM
+                               : STORE_ERROR;
+    return open_fail(st, result, "open", strerror(errno));
+}
+
+static int
+too_new(struct store *st, int64_t v)
+{
+    char detail[160];
+
+    snprintf(detail, sizeof(detail),
+             "schema version %lld is not one this reapd (version %d) knows:"
+             " written by a newer reapd? refusing to use it",
+             (long long)v, STORE_SCHEMA_VERSION);
+    return open_fail(st, STORE_TOO_NEW, "open", detail);
+}
+
+/* Brings the schema up to date: one transaction per migration, the
+ * version re-read inside it (another process might have migrated). */
+static int
+migrate(struct store *st)
+{
+    char sql[64], what[64] = "schema migration";
+    int64_t v = -1;
+    int rc, result = STORE_OK;
+
+    for (;;) {
+        rc = sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+        if (rc == SQLITE_OK)
+            rc = query_int(st->db, "PRAGMA user_version", &v);
+        if (rc != SQLITE_OK)
+            break;
+        if (v == STORE_SCHEMA_VERSION) {
+            rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+            break;
+        }
+        if (v < 0 || v > STORE_SCHEMA_VERSION) {
+            result = too_new(st, v);
+            goto out;
+        }
+        snprintf(what, sizeof(what), "migration to schema version %lld",
+                 (long long)v + 1);
+        rc = sqlite3_exec(st->db, migrations[v], NULL, NULL, NULL);
+        if (rc == SQLITE_OK) {
+            /* An integer we computed: PRAGMA takes no parameters. */
+            snprintf(sql, sizeof(sql), "PRAGMA user_version = %lld",
+                     (long long)v + 1);
+            rc = sqlite3_exec(st->db, sql, NULL, NULL, NULL);
+        }
+        if (rc == SQLITE_OK)
+            rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+        if (rc != SQLITE_OK)
+            break;
+    }
+    if (rc != SQLITE_OK)
+        result = open_fail_rc(st, rc, what);
+out:
+    rollback(st); /* a migration that failed leaves nothing behind */
+    return result;
+}
+
+static void store_free(struct store *st);
+
+int
+store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
+{
+    struct store *st = NULL;
+    char check[200], mode[16];
+    size_t n;
+    int64_t v;
+    int rc, i, result = STORE_ERROR;
+
+    *out = NULL;
+    if (err != NULL && errlen > 0)
+        err[0] = '\0';
+    if (state_dir == NULL || state_dir[0] == '\0' ||
+        strlen(state_dir) > PATH_MAX) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "state_dir: invalid path");
+        return STORE_INVALID;
+    }
+    st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return STORE_NOMEM;
+    n = strlen(state_dir) + sizeof("/reapd.db");
+    st->path = malloc(n);
+    if (st->path == NULL) {
+        result = STORE_NOMEM;
+        goto out;
+    }
+    snprintf(st->path, n, "%s/reapd.db", state_dir);
+
+    result = create_file(st, state_dir);
+    if (result != STORE_OK)
+        goto out;
+    rc = sqlite3_open_v2(st->path, &st->db,
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                             SQLITE_OPEN_NOFOLLOW,
+                         NULL);
+    if (rc != SQLITE_OK) {
+        result = st->db != NULL
+                     ? open_fail_rc(st, rc, "open")
+                     : open_fail(st, STORE_NOMEM, "open", sqlite3_errstr(rc));
+        goto out;
+    }
+    sqlite3_extended_result_codes(st->db, 1);
+    sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+    /* No tricks a hostile file could play through its schema. */
+    sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    sqlite3_db_config(st->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+
+    /* Read-only questions first: a file that is not a database, or one
+     * from a newer reapd, is refused before anything is written to it. */
+    rc = query_int(st->db, "PRAGMA user_version", &v);
+    if (rc != SQLITE_OK) {
+        result = open_fail_rc(st, rc, "reading the schema version");
+        goto out;
+    }
+    if (v < 0 || v > STORE_SCHEMA_VERSION) {
+        result = too_new(st, v);
+        goto out;
+    }
+    rc = query_check(st->db, "PRAGMA quick_check(1)", check, sizeof(check));
+    if (rc != SQLITE_OK) {
+        result = open_fail_rc(st, rc, "integrity check");
+        goto out;
+    }
+    if (strcmp(check, "ok") != 0) {
+        result = open_fail(st, STORE_CORRUPT, "integrity check", check);
+        goto out;
+    }
+
+    rc = query_check(st->db, "PRAGMA journal_mode = WAL", mode, sizeof(mode));
+    if (rc != SQLITE_OK) {
+        result = open_fail_rc(st, rc, "journal_mode=WAL");
+        goto out;
+    }
+    if (strcmp(mode, "wal") != 0) {
+        result = open_fail(st, STORE_ERROR, "journal_mode=WAL",
+                           "the file system does not support WAL");
+        goto out;
+    }
+    rc = sqlite3_exec(st->db,
+                      "PRAGMA foreign_keys = ON;"
+                      "PRAGMA synchronous = NORMAL;"
+                      /* the WAL is cut back to 4 MiB after a checkpoint */
+                      "PRAGMA journal_size_limit = 4194304;",
+                      NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+        result = open_fail_rc(st, rc, "settings");
+        goto out;
+    }
+    result = migrate(st);
+    if (result != STORE_OK)
+        goto out;
+
+    rc = query_int(st->db, "PRAGMA page_size", &st->page_size);
+    if (rc == SQLITE_OK)
+        rc =
+            query_int(st->db, "PRAGMA max_page_count", &st->default_max_pages);
+    if (rc != SQLITE_OK) {
+        result = open_fail_rc(st, rc, "page size");
+        goto out;
+    }
+    for (i = 0; i < S_COUNT; i++) {
+        rc = sqlite3_prepare_v3(st->db, stmt_sql[i], -1,
+                                SQLITE_PREPARE_PERSISTENT, &st->stmt[i], NULL);
+        if (rc != SQLITE_OK) {
+            result = open_fail_rc(st, rc, "preparing statements");
+            goto out;
+        }
+    }
+    st->errmsg[0] = '\0';
+    *out = st;
+    st = NULL;
+    result = STORE_OK;
+out:
+    if (st != NULL) {
+        if (err != NULL && errlen > 0)
+            snprintf(err, errlen, "%s",
+                     st->errmsg[0] != '\0' ? st->errmsg
+                                           : store_strerror(result));
+        store_free(st);
+    }
+    return result;
+}
+
+/* ---- pending changes -------------------------------------------------- */
+
+static uint64_t
+pend_hash(enum pend_kind kind, const char *key)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ (uint64_t)kind;
+
+    for (; *key != '\0'; key++) {
+        h ^= (unsigned char)*key;
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* The slot holding (kind, key), or the free slot where it would go. */
+static struct pend *
+pend_slot(struct pend *tab, size_t cap, enum pend_kind kind, const char *key)
+{
+    size_t i = (size_t)pend_hash(kind, key) & (cap - 1);
+
+    while (tab[i].key != NULL &&
+           (tab[i].kind != kind || strcmp(tab[i].key, key) != 0))
+        i = (i + 1) & (cap - 1);
+    return &tab[i];
+}
+
+static void
+pend_clear(struct store *st)
+{
+    size_t i;
+
+    for (i = 0; i < st->pend_cap; i++) {
+        free(st->pend[i].key);
+        free(st->pend[i].json);
+    }
+    /* A table grown while flushes failed shrinks back. */
+    if (st->pend_cap > 16 * PEND_MIN_CAP) {
+        free(st->pend);
+        st->pend = NULL;
+        st->pend_cap = 0;
+    } else if (st->pend != NULL) {
+        memset(st->pend, 0, st->pend_cap * sizeof(*st->pend));
+    }
+    st->npend = 0;
+    st->pend_bytes = 0;
+}
+
+static int
+pend_grow(struct store *st)
+{
+    size_t cap = st->pend_cap == 0 ? PEND_MIN_CAP : st->pend_cap * 2, i;
+    struct pend *tab;
+
+    tab = calloc(cap, sizeof(*tab));
+    if (tab == NULL)
+        return STORE_NOMEM;
+    for (i = 0; i < st->pend_cap; i++) {
+        if (st->pend[i].key != NULL)
+            *pend_slot(tab, cap, st->pend[i].kind, st->pend[i].key) =
+                st->pend[i];
+    }
+    free(st->pend);
+    st->pend = tab;
+    st->pend_cap = cap;
+    return STORE_OK;
+}
+
+/*
+ * The entry for (kind, key), made if new, for a value of `bytes` bytes
+ * replacing the entry's current one. Refuses (STORE_FULL) to grow past
+ * the bounds: the caller's loop must not eat memory while the disk is
+ * full.
+ */
+static int
+pend_get(struct store *st, enum pend_kind kind, const char *key, size_t bytes,
+         struct pend **out)
+{
+    struct pend *p = NULL;
+    char *k;
+    int result;
+
+    if (st->pend_cap > 0)
+        p = pend_slot(st->pend, st->pend_cap, kind, key);
+    if (p != NULL && p->key != NULL) {
+        if (st->pend_bytes - p->len + bytes > STORE_PENDING_BYTES_MAX)
+            goto full;
+        *out = p;
+        return STORE_OK;
+    }
+    if (st->npend >= STORE_PENDING_MAX ||
+        st->pend_bytes + bytes > STORE_PENDING_BYTES_MAX)
+        goto full;
+    if ((st->npend + 1) * 2 > st->pend_cap) {
+        result = pend_grow(st);
+        if (result != STORE_OK)
+            return result;
+    }
+    k = strdup(key);
+    if (k == NULL)
+        return STORE_NOMEM;
+    p = pend_slot(st->pend, st->pend_cap, kind, key);
+    p->key = k;
+    p->kind = kind;
+    st->npend++;
+    *out = p;
+    return STORE_OK;
+full:
+    snprintf(st->errmsg, sizeof(st->errmsg),
+             "too many changes waiting for a flush (%zu, %zu bytes)",
+             st->npend, st->pend_bytes);
+    return STORE_FULL;
+}
+
+size_t
+store_pending(const struct store *st)
+{
+    return st->npend;
+}
+
+int
+store_put_container(struct store *st, const char *id, const char *json,
+                    size_t len, int64_t now_ms)
+{
+    struct pend *p;
+    char *copy;
+    int result;
+
+    if (!valid_id(id, STORE_ID_MAX) ||
+        !valid_body(json, len, STORE_RECORD_MAX))
+        return invalid(st, "put container");
+    copy = malloc(len + 1);
+    if (copy == NULL)
+        return STORE_NOMEM;
+    memcpy(copy, json, len);
+    copy[len] = '\0';
+    result = pend_get(st, P_CONTAINER, id, len, &p);
+    if (result != STORE_OK) {
+        free(copy);
+        return result;
+    }
+    st->pend_bytes = st->pend_bytes - p->len + len;
+    free(p->json);
+    p->json = copy;
+    p->len = len;
+    p->del = false;
+    p->value = now_ms;
+    return STORE_OK;
+}
+
+int
+store_delete_container(struct store *st, const char *id)
+{
+    struct pend *p;
+    int result;
+
+    if (!valid_id(id, STORE_ID_MAX))
+        return invalid(st, "delete container");
+    result = pend_get(st, P_CONTAINER, id, 0, &p);
+    if (result != STORE_OK)
+        return result;
+    st->pend_bytes -= p->len;
+    free(p->json);
+    p->json = NULL;
+    p->len = 0;
+    p->del = true;
+    return STORE_OK;
+}
+
+int
+store_set_checkpoint(struct store *st, const char *key, int64_t value)
+{
+    struct pend *p;
+    int result;
+
+    if (!valid_id(key, STORE_KEY_MAX))
+        return invalid(st, "set checkpoint");
+    result = pend_get(st, P_CHECKPOINT, key, 0, &p);
+    if (result != STORE_OK)
+        return result;
+    p->value = value;
+    return STORE_OK;
+}
+
+int
+store_get_checkpoint(struct store *st, const char *key, int64_t *value)
+{
+    sqlite3_stmt *s = st->stmt[S_CKPT_GET];
+    struct pend *p;
+    int rc, result;
+
+    if (!valid_id(key, STORE_KEY_MAX))
+        return invalid(st, "get checkpoint");
+    if (st->pend_cap > 0) {
+        p = pend_slot(st->pend, st->pend_cap, P_CHECKPOINT, key);
+        if (p->key != NULL) {
+            *value = p->value;
+            return STORE_OK;
+        }
+    }
+    result = bind_text(st, s, 1, key, strlen(key), "get checkpoint");
+    if (result != STORE_OK)
+        goto out;
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        *value = sqlite3_column_int64(s, 0);
+        result = STORE_OK;
+    } else if (rc == SQLITE_DONE) {
+        result = STORE_NOT_FOUND;
+    } else {
+        result = fail(st, rc, "get checkpoint");
+    }
+out:
+    done(s);
+    return result;
+}
+
+static int
+flush_one(struct store *st, const struct pend *p)
+{
+    static const char what[] = "flush";
+    sqlite3_stmt *s;
+    int result;
+
+    if (p->kind == P_CHECKPOINT) {
+        s = st->stmt[S_CKPT_SET];
+        result = bind_text(st, s, 1, p->key, strlen(p->key), what);
+        if (result == STORE_OK)
+            result = bind_int(st, s, 2, p->value, what);
+        if (result != STORE_OK) {
+            done(s);
+            return result;
+        }
+        return run(st, S_CKPT_SET, what);
+    }
+    if (p->del) {
+        s = st->stmt[S_CTR_DELETE];
+        result = bind_text(st, s, 1, p->key, strlen(p->key), what);
+        if (result != STORE_OK) {
+            done(s);
+            return result;
+        }
+        return run(st, S_CTR_DELETE, what);
+    }
+    s = st->stmt[S_CTR_PUT];
+    result = bind_text(st, s, 1, p->key, strlen(p->key), what);
+    if (result == STORE_OK)
+        result = bind_text(st, s, 2, p->json, p->len, what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 3, p->value, what);
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    return run(st, S_CTR_PUT, what);
+}
+
+int
+store_flush(struct store *st)
+{
+    size_t i;
+    int result;
+
+    if (st->npend == 0)
+        return STORE_OK;
+    result = begin(st, "flush");
+    if (result != STORE_OK)
+        return result;
+    for (i = 0; i < st->pend_cap; i++) {
+        if (st->pend[i].key == NULL)
+            continue;
+        result = flush_one(st, &st->pend[i]);
+        if (result != STORE_OK) {
+            rollback(st);
+            return result;
+        }
+    }
+    result = commit(st, "flush");
+    if (result != STORE_OK)
+        return result;
+    /* Only now, committed, may the changes leave memory. */
+    pend_clear(st);
+    return STORE_OK;
+}
+
+static int
+container_append(struct store *st, struct store_containers *l, size_t *cap,
+                 const char *id, const char *json, size_t len,
+                 int64_t updated_ms)
+{
+    struct store_container *c;
+
+    if (strlen(id) > STORE_ID_MAX || json == NULL) {
+        snprintf(st->errmsg, sizeof(st->errmsg),
+                 "container record: malformed row");
+        return STORE_CORRUPT;
+    }
+    if (l->n == *cap) {
+        size_t ncap = *cap == 0 ? 16 : *cap * 2;
+
+        c = realloc(l->v, ncap * sizeof(*c));
+        if (c == NULL)
+            return STORE_NOMEM;
+        l->v = c;
+        *cap = ncap;
+    }
+    c = &l->v[l->n];
+    memset(c, 0, sizeof(*c));
+    c->json = malloc(len + 1);
+    if (c->json == NULL)
+        return STORE_NOMEM;
+    memcpy(c->json, json, len);
+    c->json[len] = '\0';
+    c->len = len;
+    snprintf(c->id, sizeof(c->id), "%s", id);
+    c->updated_ms = updated_ms;
+    l->n++;
+    return STORE_OK;
+}
+
+void
+store_containers_free(struct store_containers *l)
+{
+    size_t i;
+
+    if (l == NULL)
+        return;
+    for (i = 0; i < l->n; i++)
+        free(l->v[i].json);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+int
+store_get_containers(struct store *st, struct store_containers *out)
+{
+    sqlite3_stmt *s = st->stmt[S_CTR_ALL];
+    size_t cap = 0, i;
+    const char *id;
+    int rc, result = STORE_OK;
+
+    out->v = NULL;
+    out->n = 0;
+    for (;;) {
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc != SQLITE_ROW) {
+            result = fail(st, rc, "get containers");
+            goto out;
+        }
+        id = (const char *)sqlite3_column_text(s, 0);
+        if (id == NULL) {
+            result = container_append(st, out, &cap, "", NULL, 0, 0);
+            goto out;
+        }
+        /* A pending change (put or delete) is newer than the row. */
+        if (st->pend_cap > 0 &&
+            pend_slot(st->pend, st->pend_cap, P_CONTAINER, id)->key != NULL)
+            continue;
+        result = container_append(
+            st, out, &cap, id, (const char *)sqlite3_column_text(s, 1),
+            (size_t)sqlite3_column_bytes(s, 1), sqlite3_column_int64(s, 2));
+        if (result != STORE_OK)
+            goto out;
+    }
+    for (i = 0; i < st->pend_cap; i++) {
+        const struct pend *p = &st->pend[i];
+
+        if (p->key == NULL || p->kind != P_CONTAINER || p->del)
+            continue;
+        result =
+            container_append(st, out, &cap, p->key, p->json, p->len, p->value);
+        if (result != STORE_OK)
+            goto out;
+    }
+out:
+    done(s);
+    if (result != STORE_OK)
+        store_containers_free(out);
+    return result;
+}
+
+/* ---- the outbox ------------------------------------------------------- */
+
+int
+store_add_report(struct store *st, const char *report_id,
+                 const char *container_id, const char *body, size_t len,
+                 int64_t now_ms)
+{
+    static const char what[] = "add report";
+    sqlite3_stmt *s = st->stmt[S_REPORT_INSERT];
+    int result, rc;
+
+    if (!valid_id(report_id, STORE_REPORT_ID_MAX) ||
+        !valid_id(container_id, STORE_ID_MAX) ||
+        !valid_body(body, len, STORE_BODY_MAX))
+        return invalid(st, what);
+    result = set_full_sync(st, true, what);
+    if (result != STORE_OK)
+        return result;
+    result = begin(st, what);
+    if (result != STORE_OK)
+        goto out;
+    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    if (result == STORE_OK)
+        result = bind_text(st, s, 2, container_id, strlen(container_id), what);
+    if (result == STORE_OK)
+        result = bind_text(st, s, 3, body, len, what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 4, now_ms, what);
+    if (result != STORE_OK) {
+        done(s);
+        goto out;
+    }
+    result = run(st, S_REPORT_INSERT, what);
+    if (result != STORE_OK)
+        goto out;
+    if (sqlite3_changes(st->db) == 0) {
+        /* Either the id is taken, or the counter row is gone. */
+        s = st->stmt[S_REPORT_EXISTS];
+        result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+        if (result == STORE_OK) {
+            rc = sqlite3_step(s);
+            result = rc == SQLITE_ROW    ? STORE_DUPLICATE
+                     : rc == SQLITE_DONE ? STORE_CORRUPT
+                                         : fail(st, rc, what);
+            if (rc == SQLITE_DONE)
+                snprintf(st->errmsg, sizeof(st->errmsg),
+                         "%s: the report sequence is missing", what);
+        }
+        done(s);
+        goto out;
+    }
+    result = run(st, S_SEQ_BUMP, what);
+    if (result != STORE_OK)
+        goto out;
+    result = commit(st, what);
+out:
+    rollback(st); /* nothing to undo once committed */
+    /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
+    set_full_sync(st, false, what);
+    return result;
+}
+
+void
+store_report_clear(struct store_report *r)
+{
+    if (r == NULL)
+        return;
+    free(r->body);
+    free(r->last_error);
+    memset(r, 0, sizeof(*r));
+}
+
+void
+store_reports_free(struct store_reports *l)
+{
+    size_t i;
+
+    if (l == NULL)
+        return;
+    for (i = 0; i < l->n; i++)
+        store_report_clear(&l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+/* A text column into a fixed buffer; false if absent or too long. */
+static bool
+column_id(sqlite3_stmt *s, int col, char *buf, size_t size)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+
+    if (t == NULL || n == 0 || n >= size)
+        return false;
+    memcpy(buf, t, n);
+    buf[n] = '\0';
+    return strlen(buf) == n;
+}
+
+/* A text column as a malloc'd string; *ok false on allocation failure. */
+static char *
+column_dup(sqlite3_stmt *s, int col, size_t *len, bool *ok)
+{
+    const unsigned char *t = sqlite3_column_text(s, col);
+    size_t n = (size_t)sqlite3_column_bytes(s, col);
+    char *d;
+
+    *ok = true;
+    if (t == NULL)
+        return NULL;
+    d = malloc(n + 1);
+    if (d == NULL) {
+        *ok = false;
+        return NULL;
+    }
+    memcpy(d, t, n);
+    d[n] = '\0';
+    if (len != NULL)
+        *len = n;
+    return d;
+}
+
+/* One row of REPORT_COLS plus the body column (maybe NULL) into r. The
+ * file is ours, but a row that breaks the bounds is refused, not
+ * trusted. */
+static int
+read_report(struct store *st, sqlite3_stmt *s, struct store_report *r)
+{
+    bool ok;
+
+    memset(r, 0, sizeof(*r));
+    if (!column_id(s, 0, r->report_id, sizeof(r->report_id)) ||
+        !column_id(s, 1, r->container_id, sizeof(r->container_id)) ||
+        state_parse((const char *)sqlite3_column_text(s, 3), &r->state) != 0) {
+        snprintf(st->errmsg, sizeof(st->errmsg), "report: malformed row");
+        return STORE_CORRUPT;
+    }
+    r->seq = sqlite3_column_int64(s, 2);
+    r->attempts = sqlite3_column_int64(s, 4);
+    r->next_attempt_ms = sqlite3_column_int64(s, 5);
+    r->created_ms = sqlite3_column_int64(s, 6);
+    r->delivered_ms = sqlite3_column_int64(s, 7);
+    r->last_error = column_dup(s, 8, NULL, &ok);
+    if (ok)
+        r->body = column_dup(s, 9, &r->body_len, &ok);
+    if (!ok) {
+        store_report_clear(r);
+        return STORE_NOMEM;
+    }
+    return STORE_OK;
+}
+
+/* Steps a bound report query to its end into out, and resets it. */
+static int
+list_reports(struct store *st, sqlite3_stmt *s, struct store_reports *out,
+             const char *what)
+{
+    struct store_report *v;
+    size_t cap = 0;
+    int rc, result = STORE_OK;
+
+    for (;;) {
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc != SQLITE_ROW) {
+            result = fail(st, rc, what);
+            goto out;
+        }
+        if (out->n == cap) {
+            cap = cap == 0 ? 16 : cap * 2;
+            v = realloc(out->v, cap * sizeof(*v));
+            if (v == NULL) {
+                result = STORE_NOMEM;
+                goto out;
+            }
+            out->v = v;
+        }
+        result = read_report(st, s, &out->v[out->n]);
+        if (result != STORE_OK)
+            goto out;
+        out->n++;
+    }
+out:
+    done(s);
+    if (result != STORE_OK)
+        store_reports_free(out);
+    return result;
+}
+
+int
+store_due(struct store *st, int64_t now_ms, size_t max,
+          struct store_reports *out)
+{
+    sqlite3_stmt *s = st->stmt[S_DUE];
+    int result;
+
+    out->v = NULL;
+    out->n = 0;
+    if (max > STORE_LIST_MAX)
+        return invalid(st, "due reports");
+    result = bind_int(st, s, 1, now_ms, "due reports");
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, (int64_t)max, "due reports");
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    return list_reports(st, s, out, "due reports");
+}
+
+int
+store_recent(struct store *st, size_t max, bool with_body,
+             struct store_reports *out)
+{
+    sqlite3_stmt *s = st->stmt[S_RECENT];
+    int result;
+
+    out->v = NULL;
+    out->n = 0;
+    if (max > STORE_LIST_MAX)
+        return invalid(st, "recent reports");
+    result = bind_int(st, s, 1, (int64_t)max, "recent reports");
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, with_body, "recent reports");
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    return list_reports(st, s, out, "recent reports");
+}
+
+int
+store_get_report(struct store *st, const char *report_id, bool with_body,
+                 struct store_report *out)
+{
+    sqlite3_stmt *s = st->stmt[S_REPORT_GET];
+    struct store_reports l = {NULL, 0};
+    int result;
+
+    memset(out, 0, sizeof(*out));
+    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+        return invalid(st, "get report");
+    result = bind_text(st, s, 1, report_id, strlen(report_id), "get report");
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, with_body, "get report");
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    result = list_reports(st, s, &l, "get report");
+    if (result != STORE_OK)
+        return result;
+    if (l.n == 0)
+        return STORE_NOT_FOUND;
+    *out = l.v[0]; /* the only row: report_id is the primary key */
+    free(l.v);
+    return STORE_OK;
+}
+
+/* An UPDATE of one pending report, bound by the caller: autocommit, one
+ * statement, so it is its own transaction. */
+static int
+mark(struct store *st, enum stmt_id id, const char *what)
+{
+    int result = run(st, id, what);
+
+    if (result != STORE_OK)
+        return result;
+    return sqlite3_changes(st->db) == 0 ? STORE_NOT_FOUND : STORE_OK;
+}
+
+int
+store_mark_delivered(struct store *st, const char *report_id, int64_t now_ms)
+{
+    static const char what[] = "mark delivered";
+    sqlite3_stmt *s = st->stmt[S_MARK_DELIVERED];
+    int result;
+
+    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+        return invalid(st, what);
+    rollback(st);
+    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, now_ms, what);
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    return mark(st, S_MARK_DELIVERED, what);
+}
+
+int
+store_mark_dead(struct store *st, const char *report_id, const char *error)
+{
+    static const char what[] = "mark dead";
+    sqlite3_stmt *s = st->stmt[S_MARK_DEAD];
+    int result;
+
+    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+        return invalid(st, what);
+    rollback(st);
+    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    if (result == STORE_OK)
+        result = bind_text(st, s, 2, error,
+                           error != NULL ? errtext_len(error) : 0, what);
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    return mark(st, S_MARK_DEAD, what);
+}
+
+int
+store_mark_retry(struct store *st, const char *report_id,
+                 int64_t next_attempt_ms, const char *error)
+{
+    static const char what[] = "mark retry";
+    sqlite3_stmt *s = st->stmt[S_MARK_RETRY];
+    int result;
+
+    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+        return invalid(st, what);
+    rollback(st);
+    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, next_attempt_ms, what);
+    if (result == STORE_OK)
+        result = bind_text(st, s, 3, error,
+                           error != NULL ? errtext_len(error) : 0, what);
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    return mark(st, S_MARK_RETRY, what);
+}
+
+int
+store_counts(struct store *st, struct store_counts *out)
+{
+    sqlite3_stmt *s = st->stmt[S_COUNTS];
+    enum store_state state;
+    int rc, result = STORE_OK;
+
+    memset(out, 0, sizeof(*out));
+    for (;;) {
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_DONE)
+            break;
+        if (rc != SQLITE_ROW) {
+            result = fail(st, rc, "counts");
+            goto out;
+        }
+        if (state_parse((const char *)sqlite3_column_text(s, 0), &state) != 0)
+            continue; /* the CHECK constraint makes this impossible */
+        if (state == STORE_PENDING)
+            out->pending = (uint64_t)sqlite3_column_int64(s, 1);
+        else if (state == STORE_DELIVERED)
+            out->delivered = (uint64_t)sqlite3_column_int64(s, 1);
+        else
+            out->dead = (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    done(s);
+    s = st->stmt[S_SIZE];
+    rc = sqlite3_step(s);
+    if (rc != SQLITE_ROW) {
+        result = fail(st, rc == SQLITE_DONE ? SQLITE_ERROR : rc, "db size");
+        goto out;
+    }
+    out->db_bytes = (uint64_t)sqlite3_column_int64(s, 0);
+out:
+    done(s);
+    return result;
+}
+
+/* One of the two prune statements, bound to (arg, what is left of the
+ * batch); adds what it deleted to *n. */
+static int
+prune_step(struct store *st, enum stmt_id id, int64_t arg, uint64_t *n)
+{
+    sqlite3_stmt *s = st->stmt[id];
+    int result;
+
+    result = bind_int(st, s, 1, arg, "prune");
+    if (result == STORE_OK)
+        result =
+            bind_int(st, s, 2, (int64_t)(STORE_PRUNE_BATCH - *n), "prune");
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    result = run(st, id, "prune");
+    if (result == STORE_OK)
+        *n += (uint64_t)sqlite3_changes(st->db);
+    return result;
+}
+
+int
+store_prune(struct store *st, int64_t now_ms, int64_t max_age_ms,
+            int64_t max_count, uint64_t *ndeleted)
+{
+    uint64_t n = 0;
+    int64_t cutoff;
+    int result;
+
+    if (ndeleted != NULL)
+        *ndeleted = 0;
+    if (max_age_ms < 0 && max_count < 0)
+        return STORE_OK;
+    result = begin(st, "prune");
+    if (result != STORE_OK)
+        return result;
+    if (max_age_ms >= 0) {
+        cutoff =
+            now_ms >= INT64_MIN + max_age_ms ? now_ms - max_age_ms : INT64_MIN;
+        result = prune_step(st, S_PRUNE_AGE, cutoff, &n);
+        if (result != STORE_OK)
+            goto out;
+    }
+    if (max_count >= 0 && n < STORE_PRUNE_BATCH) {
+        result = prune_step(st, S_PRUNE_COUNT, max_count, &n);
+        if (result != STORE_OK)
+            goto out;
+    }
+    result = commit(st, "prune");
+    if (result == STORE_OK && ndeleted != NULL)
+        *ndeleted = n;
+out:
+    rollback(st);
+    return result;
+}
+
+/* ---- the whole file --------------------------------------------------- */
+
+int
+store_set_size_limit(struct store *st, uint64_t max_bytes, uint64_t *effective)
+{
+    char sql[64];
+    uint64_t pages;
+    int64_t got;
+    int rc;
+
+    pages = max_bytes == 0 ? (uint64_t)st->default_max_pages
+                           : max_bytes / (uint64_t)st->page_size;
+    if (pages == 0)
+        pages = 1; /* 0 would ask, not set; SQLite raises it to the size */
+    if (pages > (uint64_t)st->default_max_pages)
+        pages = (uint64_t)st->default_max_pages;
+    /* An integer we computed: PRAGMA takes no parameters. */
+    snprintf(sql, sizeof(sql), "PRAGMA max_page_count = %llu",
+             (unsigned long long)pages);
+    rc = query_int(st->db, sql, &got);
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "size limit");
+    if (effective != NULL)
+        *effective = (uint64_t)got * (uint64_t)st->page_size;
+    return STORE_OK;
+}
+
+int
+store_check(struct store *st)
+{
+    char msg[200];
+    int64_t bad;
+    int rc;
+
+    rc = query_check(st->db, "PRAGMA integrity_check(1)", msg, sizeof(msg));
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "integrity check");
+    if (strcmp(msg, "ok") != 0) {
+        snprintf(st->errmsg, sizeof(st->errmsg), "integrity check: %s", msg);
+        return STORE_CORRUPT;
+    }
+    /* Our own invariant: the head flag is on the oldest pending report
+     * of each container, and nowhere else. */
+    rc = query_int(st->db,
+                   "SELECT count(*) FROM reports AS r WHERE head <>"
+                   " (state = 'pending' AND seq = (SELECT min(seq)"
+                   "  FROM reports WHERE container_id = r.container_id"
+                   "  AND state = 'pending'))",
+                   &bad);
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "integrity check");
+    if (bad != 0) {
+        snprintf(st->errmsg, sizeof(st->errmsg),
+                 "integrity check: %lld reports with a wrong head flag",
+                 (long long)bad);
+        return STORE_CORRUPT;
+    }
+    return STORE_OK;
+}
+
+static void
+store_free(struct store *st)
+{
+    int i;
+
+    for (i = 0; i < S_COUNT; i++)
+        sqlite3_finalize(st->stmt[i]);
+    /* All statements are finalized, so close cannot be refused. */
+    sqlite3_close(st->db);
+    pend_clear(st);
+    free(st->pend);
+    free(st->path);
+    free(st);
+}
+
+int
+store_close(struct store *st)
+{
+    int result;
+
+    if (st == NULL)
+        return STORE_OK;
+    result = store_flush(st);
+    store_free(st);
+    return result;
+}

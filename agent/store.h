@@ -1,0 +1,280 @@
+/*
+ * store — reapd's durable state: one SQLite database,
+ * <state_dir>/reapd.db, holding the outbox of reports waiting for upstream
+ * delivery, the per-container lifecycle records and the stream
+ * checkpoints, so that a restart (or a kill -9) loses nothing.
+ *
+ * Two kinds of write, with two costs:
+ *
+ *  - A report is "made" only once it is on disk: store_add_report commits
+ *    it in its own transaction with synchronous=FULL (the WAL is fsynced)
+ *    before it returns. Its report_id is the primary key, so a report made
+ *    again after a restart (same exit, same id; see report.h) is refused
+ *    as STORE_DUPLICATE: each report is delivered at least once, and a
+ *    report missing after a crash is made once more at most.
+ *
+ *  - Container records and checkpoints change on the hot path (every
+ *    lifecycle step, every event). store_put_container, store_delete_
+ *    container and store_set_checkpoint only record the change in memory
+ *    (the latest value per key wins); store_flush, which the caller runs
+ *    once per loop turn, writes all of them in one transaction. If that
+ *    transaction fails (disk full) nothing is forgotten: the changes stay
+ *    pending and the next flush writes them. Flushes use synchronous=
+ *    NORMAL: they survive a process crash, and a power loss may undo the
+ *    last few, which the relist after a restart repairs.
+ *
+ *  - Delivery outcomes (store_mark_*) and pruning are small transactions
+ *    of their own, synchronous=NORMAL too: a power loss may undo the last
+ *    few marks, and a report is then delivered again (at least once).
+ *
+ * Every int function returns STORE_OK (0), a positive answer
+ * (STORE_DUPLICATE, STORE_NOT_FOUND) or a negative error. After an error
+ * the database is as it was before the call (its transaction rolled back)
+ * and store_errmsg says what failed; the store stays usable, and writes
+ * succeed again once the cause (a full disk) is gone.
+ *
+ * Not thread-safe: one struct store belongs to the loop thread. Nobody
+ * else is expected to write reapd.db while reapd runs; readers (an
+ * operator's sqlite3 shell) are fine.
+ */
+#ifndef REAPD_STORE_H
+#define REAPD_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum store_result {
+    STORE_OK = 0,
+    STORE_DUPLICATE = 1, /* add_report: that report_id is already stored */
+    STORE_NOT_FOUND = 2, /* no such row (or, for mark_*, not pending) */
+    STORE_ERROR = -1,    /* anything else SQLite refused */
+    STORE_FULL = -2,     /* disk full, or the size limit reached */
+    STORE_IOERR = -3,    /* a read, write or fsync failed */
+    STORE_CORRUPT = -4,  /* not a database, or a damaged one */
+    STORE_BUSY = -5,     /* another process holds the database locked */
+    STORE_NOMEM = -6,
+    STORE_INVALID = -7, /* bad argument: id, key or body out of bounds */
+    STORE_TOO_NEW = -8, /* the schema is newer than this reapd knows */
+};
+
+/* Input bounds; longer input is refused with STORE_INVALID. Ids and keys
+ * are printable ASCII without spaces. */
+#define STORE_REPORT_ID_MAX 64
+#define STORE_ID_MAX        128       /* container ids */
+#define STORE_KEY_MAX       64        /* checkpoint keys */
+#define STORE_BODY_MAX      (1 << 20) /* a report's JSON */
+#define STORE_RECORD_MAX    (1 << 20) /* a container record's JSON */
+#define STORE_ERRTEXT_MAX   1024      /* last_error longer than this is cut */
+#define STORE_LIST_MAX      10000     /* rows one list call returns at most */
+#define STORE_PRUNE_BATCH   1000      /* rows one prune deletes at most */
+
+/* Pending changes (store_flush) are bounded too; beyond these, put and
+ * set answer STORE_FULL until a flush succeeds. */
+#define STORE_PENDING_MAX       65536
+#define STORE_PENDING_BYTES_MAX (64u << 20)
+
+/* The schema version this reapd writes (PRAGMA user_version). */
+#define STORE_SCHEMA_VERSION 1
+
+struct store;
+
+/*
+ * Opens (creating, mode 0640) <state_dir>/reapd.db, which must already
+ * exist as a directory, brings its schema up to STORE_SCHEMA_VERSION (one
+ * transaction per migration) and checks it (PRAGMA quick_check). On
+ * success *out owns the store (store_close). On error *out is NULL and
+ * `err` (if not NULL) holds a one-line message naming the file and what
+ * to do: STORE_CORRUPT for a file that is not a database or fails the
+ * check, STORE_TOO_NEW for a database written by a newer reapd (it is
+ * left untouched), STORE_BUSY if another process holds it locked.
+ */
+int store_open(const char *state_dir, struct store **out, char *err,
+               size_t errlen);
+
+/*
+ * Writes the pending changes (store_flush) and closes. The store is freed
+ * whatever the result; an error means the pending changes were lost.
+ * NULL is accepted.
+ */
+int store_close(struct store *st);
+
+/* What the last failed call said, for the log ("" if nothing failed).
+ * Owned by the store, valid until the next call. */
+const char *store_errmsg(const struct store *st);
+
+/* A static name for a result code ("disk full", ...). */
+const char *store_strerror(int result);
+
+/* The database file's path, owned by the store. */
+const char *store_path(const struct store *st);
+
+/*
+ * Caps the database at `max_bytes` (rounded down to whole pages, and never
+ * below its current size: SQLite does not shrink it); 0 lifts the cap.
+ * Writes that would grow it beyond fail with STORE_FULL, which is how a
+ * full disk looks too. The effective cap is in *effective (may be NULL).
+ * This lasts until store_close; it is not stored.
+ */
+int store_set_size_limit(struct store *st, uint64_t max_bytes,
+                         uint64_t *effective);
+
+/* PRAGMA integrity_check, the thorough one (reads the whole file), and
+ * the outbox's own invariant: STORE_OK, or STORE_CORRUPT with the first
+ * problem in store_errmsg. */
+int store_check(struct store *st);
+
+/* ---- the outbox ------------------------------------------------------ */
+
+enum store_state {
+    STORE_PENDING,   /* waiting for delivery (or a retry) */
+    STORE_DELIVERED, /* upstream acknowledged it */
+    STORE_DEAD,      /* given up on; kept for an operator to see */
+};
+
+/* "pending" | "delivered" | "dead" */
+const char *store_state_name(enum store_state s);
+
+/*
+ * Adds report `report_id` (its JSON `body`, `len` bytes, no NUL inside)
+ * for `container_id`, pending and due at once. It is durable when this
+ * returns STORE_OK: committed, and the WAL fsynced. STORE_DUPLICATE if a
+ * report with that id is already stored (in any state, until retention
+ * prunes it): nothing changed. The store copies what it needs.
+ *
+ * The order that makes a restart safe: add the report, then delete the
+ * container's record (store_delete_container). Killed in between, reapd
+ * finds the record at restart, makes the same report again, and is told
+ * it is a duplicate.
+ */
+int store_add_report(struct store *st, const char *report_id,
+                     const char *container_id, const char *body, size_t len,
+                     int64_t now_ms);
+
+/* One report as listed. Owns body and last_error (store_report_clear). */
+struct store_report {
+    char report_id[STORE_REPORT_ID_MAX + 1];
+    char container_id[STORE_ID_MAX + 1];
+    int64_t seq; /* the database's order of arrival, from 1, never reused */
+    enum store_state state;
+    int64_t attempts; /* delivery attempts made (mark_* each count one) */
+    int64_t next_attempt_ms;
+    int64_t created_ms;
+    int64_t delivered_ms; /* 0 unless delivered */
+    char *body;           /* NUL-terminated; NULL unless asked for */
+    size_t body_len;
+    char *last_error; /* NULL if none */
+};
+
+struct store_reports {
+    struct store_report *v;
+    size_t n;
+};
+
+void store_report_clear(struct store_report *r);
+/* Frees what a list call filled in and empties *l. */
+void store_reports_free(struct store_reports *l);
+
+/*
+ * The reports due for delivery at `now_ms`, with their bodies, oldest
+ * first, at most `max` (<= STORE_LIST_MAX): reports are delivered in
+ * order per container, so only the oldest pending report of each
+ * container can be due (when its next_attempt_ms <= now_ms); the later
+ * ones wait until it is delivered or dead. *out is filled (n may be 0)
+ * and owned by the caller (store_reports_free); on error it is empty.
+ */
+int store_due(struct store *st, int64_t now_ms, size_t max,
+              struct store_reports *out);
+
+/* The outcome of one delivery attempt of a pending report; each counts
+ * one attempt. STORE_NOT_FOUND if the report is not (or no longer)
+ * pending: a delivered or dead report never comes back. `error` may be
+ * NULL; longer than STORE_ERRTEXT_MAX it is cut. */
+int store_mark_delivered(struct store *st, const char *report_id,
+                         int64_t now_ms);
+int store_mark_dead(struct store *st, const char *report_id,
+                    const char *error);
+int store_mark_retry(struct store *st, const char *report_id,
+                     int64_t next_attempt_ms, const char *error);
+
+/* One report, with its body if `with_body`. *out is the caller's to
+ * clear (store_report_clear) when STORE_OK. */
+int store_get_report(struct store *st, const char *report_id, bool with_body,
+                     struct store_report *out);
+
+/* The `max` (<= STORE_LIST_MAX) most recent reports, newest first, for
+ * the status endpoint; bodies only if `with_body`. As store_due. */
+int store_recent(struct store *st, size_t max, bool with_body,
+                 struct store_reports *out);
+
+struct store_counts {
+    uint64_t pending;
+    uint64_t delivered;
+    uint64_t dead;
+    uint64_t db_bytes; /* page_count * page_size of the main file */
+};
+
+int store_counts(struct store *st, struct store_counts *out);
+
+/*
+ * Retention: deletes delivered reports delivered before
+ * now_ms - max_age_ms (max_age_ms < 0: no age limit) and all but the
+ * `max_count` most recent delivered ones (max_count < 0: no count limit),
+ * oldest first and at most STORE_PRUNE_BATCH per call, so that one call
+ * never holds the loop for long: call again while *ndeleted (may be NULL)
+ * comes back as STORE_PRUNE_BATCH. Pending and dead reports are never
+ * deleted. A pruned report_id is forgotten: the same report made again
+ * afterwards would be accepted as new.
+ */
+int store_prune(struct store *st, int64_t now_ms, int64_t max_age_ms,
+                int64_t max_count, uint64_t *ndeleted);
+
+/* ---- container records and checkpoints (pending until store_flush) --- */
+
+/* Records `json` (`len` bytes, no NUL inside; copied) as the record of
+ * container `id`, replacing any earlier one. Written by store_flush. */
+int store_put_container(struct store *st, const char *id, const char *json,
+                        size_t len, int64_t now_ms);
+
+/* Forgets the record of container `id` (none is fine). By store_flush. */
+int store_delete_container(struct store *st, const char *id);
+
+struct store_container {
+    char id[STORE_ID_MAX + 1];
+    char *json; /* NUL-terminated */
+    size_t len;
+    int64_t updated_ms;
+};
+
+struct store_containers {
+    struct store_container *v;
+    size_t n;
+};
+
+/*
+ * Every container record, including changes not yet flushed, in no
+ * particular order. Writes nothing. *out is the caller's
+ * (store_containers_free); on error it is empty.
+ */
+int store_get_containers(struct store *st, struct store_containers *out);
+void store_containers_free(struct store_containers *l);
+
+/* Sets checkpoint `key` (the Docker events timeNano, a containerd
+ * reconcile mark, ...) to `value`. Written by store_flush. */
+int store_set_checkpoint(struct store *st, const char *key, int64_t value);
+
+/* The checkpoint's latest value (flushed or not) in *value, or
+ * STORE_NOT_FOUND. */
+int store_get_checkpoint(struct store *st, const char *key, int64_t *value);
+
+/*
+ * Writes every pending change in one transaction. On error they all stay
+ * pending (nothing is half-written) and the next flush tries again.
+ * Cheap when nothing is pending.
+ */
+int store_flush(struct store *st);
+
+/* Changes waiting for store_flush. */
+size_t store_pending(const struct store *st);
+
+#endif

@@ -1,0 +1,1679 @@
+/*
+ * test_store — reapd's durable state (agent/store.c) on real files.
+ *
+ * Every test opens a real reapd.db in its own temporary directory and,
+ * where it matters, looks at the file behind the store's back with a
+ * second SQLite connection: the schema version, what is really on disk
+ * after a reopen. The failure tests make SQLite fail the way a full disk
+ * does (a size cap, and RLIMIT_FSIZE in a child, where writes really
+ * fail) and check that nothing committed is lost and writes work again
+ * afterwards. The durability test SIGKILLs a writer at random instants and
+ * checks that every write it had seen committed is there.
+ *
+ * TEST_SEED=n replays the kill test's random instants.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store.h"
+
+struct fx {
+    char dir[64];
+    struct store *st;
+};
+
+static void
+rid(char *buf, unsigned n)
+{
+    snprintf(buf, STORE_REPORT_ID_MAX + 1, "%032x", n);
+}
+
+static void
+cid(char *buf, unsigned n)
+{
+    snprintf(buf, STORE_ID_MAX + 1, "%064x", n);
+}
+
+static void
+tmpdir_new(char *dir, size_t len)
+{
+    snprintf(dir, len, "/tmp/reapd-store-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+}
+
+static void
+rm_db(const char *dir)
+{
+    static const char *const names[] = {"reapd.db", "reapd.db-wal",
+                                        "reapd.db-shm"};
+    char path[128];
+    size_t i;
+
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+    }
+}
+
+static void
+tmpdir_free(const char *dir)
+{
+    char path[128];
+
+    rm_db(dir);
+    snprintf(path, sizeof(path), "%s/reapd.db", dir);
+    rmdir(path); /* the test that made it a directory */
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static struct store *
+must_open(const char *dir)
+{
+    struct store *st = NULL;
+    char err[512];
+    int r = store_open(dir, &st, err, sizeof(err));
+
+    if (r != STORE_OK)
+        fail_msg("store_open(%s): %d %s", dir, r, err);
+    return st;
+}
+
+static int
+setup(void **state)
+{
+    struct fx *f = calloc(1, sizeof(*f));
+
+    assert_non_null(f);
+    tmpdir_new(f->dir, sizeof(f->dir));
+    f->st = must_open(f->dir);
+    *state = f;
+    return 0;
+}
+
+static int
+teardown(void **state)
+{
+    struct fx *f = *state;
+
+    assert_int_equal(store_close(f->st), STORE_OK);
+    tmpdir_free(f->dir);
+    free(f);
+    return 0;
+}
+
+static void
+reopen(struct fx *f)
+{
+    assert_int_equal(store_close(f->st), STORE_OK);
+    f->st = must_open(f->dir);
+}
+
+/* ---- a second connection, behind the store's back --------------------- */
+
+static sqlite3 *
+raw_open(const char *dir)
+{
+    char path[128];
+    sqlite3 *db = NULL;
+
+    snprintf(path, sizeof(path), "%s/reapd.db", dir);
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL),
+                     SQLITE_OK);
+    return db;
+}
+
+static int64_t
+raw_int(const char *dir, const char *sql)
+{
+    sqlite3 *db = raw_open(dir);
+    sqlite3_stmt *s = NULL;
+    int64_t v;
+
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    v = sqlite3_column_int64(s, 0);
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+    return v;
+}
+
+static void
+raw_text(const char *dir, const char *sql, char *buf, size_t len)
+{
+    sqlite3 *db = raw_open(dir);
+    sqlite3_stmt *s = NULL;
+
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &s, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(s), SQLITE_ROW);
+    snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    sqlite3_close(db);
+}
+
+static void
+raw_exec(const char *dir, const char *sql)
+{
+    sqlite3 *db = raw_open(dir);
+    char *msg = NULL;
+
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
+        fail_msg("%s: %s", sql, msg);
+    sqlite3_close(db);
+}
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static int
+add(struct store *st, unsigned r, unsigned c, int64_t now)
+{
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1], body[128];
+    int n;
+
+    rid(id, r);
+    cid(ctr, c);
+    n = snprintf(body, sizeof(body), "{\"report_id\":\"%s\",\"n\":%u}", id, r);
+    return store_add_report(st, id, ctr, body, (size_t)n, now);
+}
+
+static int
+mark_delivered(struct store *st, unsigned r, int64_t now)
+{
+    char id[STORE_REPORT_ID_MAX + 1];
+
+    rid(id, r);
+    return store_mark_delivered(st, id, now);
+}
+
+static int
+mark_dead(struct store *st, unsigned r, const char *error)
+{
+    char id[STORE_REPORT_ID_MAX + 1];
+
+    rid(id, r);
+    return store_mark_dead(st, id, error);
+}
+
+static int
+mark_retry(struct store *st, unsigned r, int64_t next, const char *error)
+{
+    char id[STORE_REPORT_ID_MAX + 1];
+
+    rid(id, r);
+    return store_mark_retry(st, id, next, error);
+}
+
+static int
+get(struct store *st, unsigned r, struct store_report *out)
+{
+    char id[STORE_REPORT_ID_MAX + 1];
+
+    rid(id, r);
+    return store_get_report(st, id, true, out);
+}
+
+/* The due list as report numbers, "1,2,4", for one readable assert. */
+static void
+due_str(struct store *st, int64_t now, size_t max, char *buf, size_t len)
+{
+    struct store_reports l;
+    size_t i, o = 0;
+
+    assert_int_equal(store_due(st, now, max, &l), STORE_OK);
+    buf[0] = '\0';
+    for (i = 0; i < l.n; i++) {
+        unsigned n = (unsigned)strtoul(l.v[i].report_id, NULL, 16);
+
+        assert_non_null(l.v[i].body);
+        assert_int_equal(l.v[i].state, STORE_PENDING);
+        o += (size_t)snprintf(buf + o, len - o, "%s%u", i ? "," : "", n);
+    }
+    store_reports_free(&l);
+}
+
+/* What the writer tells the parent, after each write has returned: a
+ * kind and a report number. */
+enum { ACK_OPEN = 'O', ACK_REPORT = 'R', ACK_FLUSH = 'F' };
+
+static void
+ack(int fd, uint32_t what, uint32_t n)
+{
+    uint32_t a[2] = {what, n};
+
+    if (write(fd, a, sizeof(a)) != sizeof(a))
+        _exit(4);
+}
+
+/* Reads one ack, which must be `what`. */
+static void
+wait_ack(int fd, uint32_t what)
+{
+    uint32_t a[2];
+
+    assert_int_equal(read(fd, a, sizeof(a)), sizeof(a));
+    assert_int_equal(a[0], what);
+}
+
+static int64_t
+now_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* ---- opening and the schema ------------------------------------------- */
+
+static void
+t_open_empty_file(void **state)
+{
+    char dir[64], path[128], mode[16];
+    struct store_report r;
+    struct store *st;
+    struct stat sb;
+    int fd;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    /* An empty file is an empty database: migrated from version 0. */
+    snprintf(path, sizeof(path), "%s/reapd.db", dir);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+    st = must_open(dir);
+    assert_string_equal(store_path(st), path);
+    assert_int_equal(add(st, 1, 1, 1000), STORE_OK);
+    assert_int_equal(store_close(st), STORE_OK);
+
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"),
+                     STORE_SCHEMA_VERSION);
+    raw_text(dir, "PRAGMA journal_mode", mode, sizeof(mode));
+    assert_string_equal(mode, "wal");
+    assert_int_equal(raw_int(dir, "SELECT count(*) FROM sqlite_schema"
+                                  " WHERE type = 'table' AND name IN"
+                                  " ('reports', 'containers',"
+                                  " 'checkpoints', 'meta')"),
+                     4);
+
+    /* Reopened: no migration runs again, the data and the sequence go on. */
+    st = must_open(dir);
+    assert_int_equal(get(st, 1, &r), STORE_OK);
+    assert_int_equal(r.seq, 1);
+    store_report_clear(&r);
+    assert_int_equal(add(st, 2, 1, 1000), STORE_OK);
+    assert_int_equal(get(st, 2, &r), STORE_OK);
+    assert_int_equal(r.seq, 2);
+    store_report_clear(&r);
+    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"),
+                     STORE_SCHEMA_VERSION);
+    tmpdir_free(dir);
+
+    /* A file the store creates is not world-readable. */
+    tmpdir_new(dir, sizeof(dir));
+    st = must_open(dir);
+    assert_int_equal(stat(store_path(st), &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0640);
+    assert_int_equal(store_close(st), STORE_OK);
+    tmpdir_free(dir);
+}
+
+static void
+t_open_bad_paths(void **state)
+{
+    char dir[64], sub[128], err[512];
+    struct store *st = (struct store *)&st;
+    int r;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    snprintf(sub, sizeof(sub), "%s/missing", dir);
+    r = store_open(sub, &st, err, sizeof(err));
+    assert_int_equal(r, STORE_ERROR);
+    assert_null(st);
+    assert_non_null(strstr(err, sub));
+    assert_non_null(strstr(err, strerror(ENOENT)));
+
+    /* reapd.db is a directory. */
+    snprintf(sub, sizeof(sub), "%s/reapd.db", dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    r = store_open(dir, &st, err, sizeof(err));
+    assert_int_equal(r, STORE_ERROR);
+    assert_non_null(strstr(err, "reapd.db"));
+    assert_non_null(strstr(err, strerror(EISDIR)));
+    assert_int_equal(rmdir(sub), 0);
+
+    /* reapd.db is a symlink: not followed. */
+    assert_int_equal(symlink("/etc/passwd", sub), 0);
+    r = store_open(dir, &st, err, sizeof(err));
+    assert_true(r < 0);
+    assert_non_null(strstr(err, "reapd.db"));
+    unlink(sub);
+
+    r = store_open("", &st, err, sizeof(err));
+    assert_int_equal(r, STORE_INVALID);
+    assert_true(strlen(err) > 0);
+    r = store_open(dir, &st, NULL, 0); /* no buffer is fine */
+    assert_int_equal(r, STORE_OK);
+    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(store_close(NULL), STORE_OK);
+    tmpdir_free(dir);
+}
+
+static void
+t_newer_version_refused(void **state)
+{
+    char dir[64], err[512];
+    struct store *st;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    st = must_open(dir);
+    assert_int_equal(add(st, 1, 1, 1), STORE_OK);
+    assert_int_equal(store_close(st), STORE_OK);
+    raw_exec(dir, "PRAGMA user_version = 99");
+
+    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_TOO_NEW);
+    assert_null(st);
+    assert_non_null(strstr(err, "reapd.db"));
+    assert_non_null(strstr(err, "schema version 99 is not one"));
+    assert_non_null(strstr(err, "newer reapd"));
+    /* Left untouched, for the newer reapd. */
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"), 99);
+    assert_int_equal(raw_int(dir, "SELECT count(*) FROM reports"), 1);
+
+    raw_exec(dir, "PRAGMA user_version = 1");
+    st = must_open(dir);
+    assert_int_equal(store_close(st), STORE_OK);
+    tmpdir_free(dir);
+}
+
+static void
+write_file(const char *dir, const void *buf, size_t len, off_t at, bool trunc)
+{
+    char path[128];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/reapd.db", dir);
+    fd = open(path, O_WRONLY | O_CREAT | (trunc ? O_TRUNC : 0), 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(pwrite(fd, buf, len, at), (ssize_t)len);
+    close(fd);
+}
+
+static void
+t_corrupt_file(void **state)
+{
+    char dir[64], err[512], garbage[8192], wal[128];
+    struct store *st = NULL;
+    struct store_report r;
+    int64_t page_size;
+    int fd, status, p[2];
+    pid_t pid;
+    size_t i;
+    unsigned n;
+
+    (void)state;
+    for (i = 0; i < sizeof(garbage); i++)
+        garbage[i] = (char)(i * 131 + 7);
+
+    /* Not a database at all. */
+    tmpdir_new(dir, sizeof(dir));
+    write_file(dir, garbage, sizeof(garbage), 0, true);
+    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_CORRUPT);
+    assert_null(st);
+    assert_non_null(strstr(err, "reapd.db"));
+    assert_non_null(strstr(err, "not a database"));
+    assert_non_null(strstr(err, "move it aside"));
+    rm_db(dir);
+
+    /* A database whose pages were overwritten: the header is fine, the
+     * b-trees are not. quick_check at open finds it. */
+    st = must_open(dir);
+    for (n = 0; n < 300; n++)
+        assert_int_equal(add(st, n, n % 7, n), STORE_OK);
+    assert_int_equal(store_close(st), STORE_OK); /* checkpoints the WAL */
+    page_size = raw_int(dir, "PRAGMA page_size");
+    write_file(dir, garbage, sizeof(garbage), (off_t)page_size * 3, false);
+    st = NULL;
+    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_CORRUPT);
+    assert_null(st);
+    assert_non_null(strstr(err, "reapd.db"));
+    assert_non_null(strstr(err, "integrity check"));
+    assert_non_null(strstr(err, "move it aside"));
+    assert_null(strchr(err, '\n'));
+    rm_db(dir);
+
+    /* Garbage after the last frame of the WAL a crashed writer left (a
+     * torn write) is ignored. */
+    assert_int_equal(pipe(p), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        if (store_open(dir, &st, NULL, 0) != STORE_OK ||
+            add(st, 1, 1, 1) != STORE_OK)
+            _exit(1);
+        ack(p[1], ACK_REPORT, 1);
+        for (;;)
+            pause(); /* until killed: no store_close, the WAL stays */
+    }
+    close(p[1]);
+    wait_ack(p[0], ACK_REPORT);
+    close(p[0]);
+    assert_int_equal(kill(pid, SIGKILL), 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    snprintf(wal, sizeof(wal), "%s/reapd.db-wal", dir);
+    fd = open(wal, O_WRONLY | O_APPEND);
+    assert_true(fd >= 0);
+    assert_int_equal(write(fd, garbage, 1000), 1000);
+    close(fd);
+    st = must_open(dir);
+    assert_int_equal(store_check(st), STORE_OK);
+    assert_int_equal(get(st, 1, &r), STORE_OK);
+    store_report_clear(&r);
+    assert_int_equal(store_close(st), STORE_OK);
+    tmpdir_free(dir);
+}
+
+/* A migration is one transaction: if it fails half-way, nothing of it
+ * stays, and the version is not bumped. */
+static void
+t_migration_atomic(void **state)
+{
+    char dir[64], err[512];
+    struct store *st = NULL;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    write_file(dir, "", 0, 0, true);
+    /* A stray table that the migration's last CREATE collides with. */
+    raw_exec(dir, "CREATE TABLE checkpoints (x)");
+    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_ERROR);
+    assert_null(st);
+    assert_non_null(strstr(err, "migration to schema version 1"));
+    assert_non_null(strstr(err, "checkpoints"));
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"), 0);
+    assert_int_equal(raw_int(dir, "SELECT count(*) FROM sqlite_schema"
+                                  " WHERE name IN ('meta', 'reports',"
+                                  " 'containers')"),
+                     0);
+
+    raw_exec(dir, "DROP TABLE checkpoints");
+    st = must_open(dir);
+    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"),
+                     STORE_SCHEMA_VERSION);
+    tmpdir_free(dir);
+}
+
+/* Someone else holding the write lock: a clear error after a short wait
+ * (the loop must not block), and all is well once the lock is gone. */
+static void
+t_busy(void **state)
+{
+    char dir[64], err[512];
+    struct store *st = NULL;
+    int64_t t0;
+    sqlite3 *db;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    st = must_open(dir);
+    assert_int_equal(store_close(st), STORE_OK);
+
+    db = raw_open(dir);
+    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    t0 = now_us();
+    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_BUSY);
+    assert_true(now_us() - t0 < 2000000);
+    assert_null(st);
+    assert_non_null(strstr(err, "reapd.db"));
+    assert_non_null(strstr(err, "another reapd"));
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+
+    st = must_open(dir);
+    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_OK);
+    t0 = now_us();
+    assert_int_equal(add(st, 1, 1, 1), STORE_BUSY);
+    assert_true(now_us() - t0 < 2000000);
+    assert_non_null(strstr(store_errmsg(st), "locked"));
+    assert_int_equal(store_set_checkpoint(st, "k", 1), STORE_OK);
+    assert_int_equal(store_flush(st), STORE_BUSY);
+    assert_int_equal(store_pending(st), 1);
+    assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(add(st, 1, 1, 1), STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    assert_int_equal(store_close(st), STORE_OK);
+    sqlite3_close(db);
+    tmpdir_free(dir);
+}
+
+/* ---- the outbox ------------------------------------------------------- */
+
+static void
+t_duplicate(void **state)
+{
+    struct fx *f = *state;
+    struct store_report r;
+    struct store_counts c;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+
+    assert_int_equal(add(f->st, 7, 1, 100), STORE_OK);
+    assert_int_equal(add(f->st, 7, 1, 200), STORE_DUPLICATE);
+    /* Another body under the same id changes nothing either. */
+    rid(id, 7);
+    cid(ctr, 2);
+    assert_int_equal(store_add_report(f->st, id, ctr, "{}", 2, 300),
+                     STORE_DUPLICATE);
+    assert_int_equal(get(f->st, 7, &r), STORE_OK);
+    assert_non_null(strstr(r.body, "\"n\":7"));
+    assert_int_equal(r.created_ms, 100);
+    assert_int_equal(r.seq, 1);
+    store_report_clear(&r);
+
+    /* Delivered (or dead) does not let it in again; nor a reopen. */
+    assert_int_equal(mark_delivered(f->st, 7, 400), STORE_OK);
+    assert_int_equal(add(f->st, 7, 1, 500), STORE_DUPLICATE);
+    reopen(f);
+    assert_int_equal(add(f->st, 7, 1, 500), STORE_DUPLICATE);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending + c.delivered + c.dead, 1);
+
+    /* A refused duplicate did not use up a sequence number. */
+    assert_int_equal(add(f->st, 8, 1, 600), STORE_OK);
+    assert_int_equal(get(f->st, 8, &r), STORE_OK);
+    assert_int_equal(r.seq, 2);
+    store_report_clear(&r);
+}
+
+static void
+t_invalid_input(void **state)
+{
+    struct fx *f = *state;
+    char ctr[STORE_ID_MAX + 1], id[STORE_REPORT_ID_MAX + 1];
+    char long_id[STORE_ID_MAX + 2], long_rid[STORE_REPORT_ID_MAX + 2];
+    struct store_reports l;
+    struct store_counts c;
+    struct store_report r;
+    char *big;
+    int64_t v;
+
+    cid(ctr, 1);
+    rid(id, 1);
+    memset(long_id, 'a', sizeof(long_id) - 1);
+    long_id[sizeof(long_id) - 1] = '\0';
+    memset(long_rid, 'a', sizeof(long_rid) - 1);
+    long_rid[sizeof(long_rid) - 1] = '\0';
+    big = malloc(STORE_BODY_MAX + 1);
+    assert_non_null(big);
+    memset(big, ' ', STORE_BODY_MAX + 1);
+
+    assert_int_equal(store_add_report(f->st, "", ctr, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, NULL, ctr, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, "a b", ctr, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, "a\nb", ctr, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, "caf\xc3\xa9", ctr, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, long_rid, ctr, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_non_null(strstr(store_errmsg(f->st), "add report"));
+    assert_int_equal(store_add_report(f->st, id, long_id, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, id, ctr, NULL, 0, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_add_report(f->st, id, ctr, "{\0}", 3, 1),
+                     STORE_INVALID);
+    assert_int_equal(
+        store_add_report(f->st, id, ctr, big, STORE_BODY_MAX + 1, 1),
+        STORE_INVALID);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending, 0);
+    /* The largest body allowed goes in, and comes back whole. */
+    big[0] = '"';
+    big[STORE_BODY_MAX - 1] = '"';
+    assert_int_equal(store_add_report(f->st, id, ctr, big, STORE_BODY_MAX, 1),
+                     STORE_OK);
+    assert_int_equal(store_get_report(f->st, id, true, &r), STORE_OK);
+    assert_int_equal(r.body_len, STORE_BODY_MAX);
+    assert_memory_equal(r.body, big, STORE_BODY_MAX);
+    store_report_clear(&r);
+
+    assert_int_equal(store_put_container(f->st, long_id, "{}", 2, 1),
+                     STORE_INVALID);
+    assert_int_equal(
+        store_put_container(f->st, ctr, big, STORE_RECORD_MAX + 1, 1),
+        STORE_INVALID);
+    assert_int_equal(store_put_container(f->st, ctr, "{\0}", 3, 1),
+                     STORE_INVALID);
+    assert_int_equal(store_delete_container(f->st, ""), STORE_INVALID);
+    assert_int_equal(store_set_checkpoint(f->st, long_id, 1), STORE_INVALID);
+    assert_int_equal(store_set_checkpoint(f->st, "has space", 1),
+                     STORE_INVALID);
+    assert_int_equal(store_get_checkpoint(f->st, NULL, &v), STORE_INVALID);
+    assert_int_equal(store_pending(f->st), 0);
+    assert_int_equal(store_mark_delivered(f->st, long_id, 1), STORE_INVALID);
+    assert_int_equal(store_mark_dead(f->st, "", "x"), STORE_INVALID);
+    assert_int_equal(store_mark_retry(f->st, NULL, 1, "x"), STORE_INVALID);
+    assert_int_equal(store_get_report(f->st, long_id, false, &r),
+                     STORE_INVALID);
+    assert_int_equal(store_due(f->st, 0, STORE_LIST_MAX + 1, &l),
+                     STORE_INVALID);
+    assert_int_equal(l.n, 0);
+    assert_int_equal(store_recent(f->st, STORE_LIST_MAX + 1, false, &l),
+                     STORE_INVALID);
+    free(big);
+}
+
+static void
+t_due_order(void **state)
+{
+    struct fx *f = *state;
+    char due[256];
+
+    /* seq: A1=1 B1=2 A2=3 C1=4 B2=5 A3=6 (containers A=1 B=2 C=3). */
+    assert_int_equal(add(f->st, 11, 1, 1000), STORE_OK);
+    assert_int_equal(add(f->st, 21, 2, 1001), STORE_OK);
+    assert_int_equal(add(f->st, 12, 1, 1002), STORE_OK);
+    assert_int_equal(add(f->st, 31, 3, 1003), STORE_OK);
+    assert_int_equal(add(f->st, 22, 2, 1004), STORE_OK);
+    assert_int_equal(add(f->st, 13, 1, 1005), STORE_OK);
+
+    /* Only the head of each container's queue, oldest first. */
+    due_str(f->st, 2000, 100, due, sizeof(due));
+    assert_string_equal(due, "11,21,31");
+    /* A report is due once now reaches its creation time. */
+    due_str(f->st, 1000, 100, due, sizeof(due));
+    assert_string_equal(due, "11");
+    due_str(f->st, 999, 100, due, sizeof(due));
+    assert_string_equal(due, "");
+    due_str(f->st, 2000, 2, due, sizeof(due));
+    assert_string_equal(due, "11,21");
+    due_str(f->st, 2000, 0, due, sizeof(due));
+    assert_string_equal(due, "");
+
+    assert_int_equal(mark_delivered(f->st, 11, 2000), STORE_OK);
+    due_str(f->st, 2000, 100, due, sizeof(due));
+    assert_string_equal(due, "21,12,31");
+
+    /* A head waiting for its retry holds its container's queue. */
+    assert_int_equal(mark_retry(f->st, 21, 3000, "503"), STORE_OK);
+    due_str(f->st, 2000, 100, due, sizeof(due));
+    assert_string_equal(due, "12,31");
+    due_str(f->st, 3000, 100, due, sizeof(due));
+    assert_string_equal(due, "21,12,31");
+
+    /* The head flags are checked, and a wrong one is caught. */
+    assert_int_equal(store_check(f->st), STORE_OK);
+    raw_exec(f->dir, "UPDATE reports SET head = 1 WHERE report_id = '"
+                     "00000000000000000000000000000016'");
+    assert_int_equal(store_check(f->st), STORE_CORRUPT);
+    assert_non_null(strstr(store_errmsg(f->st), "head"));
+    raw_exec(f->dir, "UPDATE reports SET head = 0 WHERE report_id = '"
+                     "00000000000000000000000000000016'");
+    assert_int_equal(store_check(f->st), STORE_OK);
+
+    /* Dead lets the next one through. */
+    assert_int_equal(mark_dead(f->st, 21, "400 bad request"), STORE_OK);
+    due_str(f->st, 3000, 100, due, sizeof(due));
+    assert_string_equal(due, "12,31,22");
+
+    /* Survives a reopen, as the daemon finds it after a restart. */
+    reopen(f);
+    due_str(f->st, 3000, 100, due, sizeof(due));
+    assert_string_equal(due, "12,31,22");
+    assert_int_equal(mark_delivered(f->st, 12, 3000), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, 31, 3000), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, 22, 3000), STORE_OK);
+    due_str(f->st, 3000, 100, due, sizeof(due));
+    assert_string_equal(due, "13");
+    assert_int_equal(mark_delivered(f->st, 13, 3000), STORE_OK);
+    due_str(f->st, INT64_MAX, 100, due, sizeof(due));
+    assert_string_equal(due, "");
+}
+
+/* Many containers, interleaved at random: the due list always holds
+ * exactly the oldest pending report of each container whose turn it is,
+ * checked against a model. */
+static void
+t_due_model(void **state)
+{
+    enum { NC = 23, NR = 600 };
+    struct fx *f = *state;
+    static unsigned ctr_of[NR];
+    static int st_of[NR]; /* 0 pending, 1 delivered, 2 dead */
+    static int64_t next_of[NR];
+    unsigned seed = 12345, i, round;
+    struct store_reports l;
+
+    for (i = 0; i < NR; i++) {
+        seed = seed * 1103515245u + 12345u;
+        ctr_of[i] = (seed >> 16) % NC;
+        next_of[i] = 0;
+        assert_int_equal(add(f->st, i, ctr_of[i], 0), STORE_OK);
+    }
+    for (round = 0; round < 200; round++) {
+        int64_t now = round;
+        bool head_seen[NC] = {false};
+        size_t k = 0;
+
+        assert_int_equal(store_due(f->st, now, STORE_LIST_MAX, &l), STORE_OK);
+        /* The model: walk in seq order; each container's first pending
+         * report is its head; it is due if its time has come. */
+        for (i = 0; i < NR; i++) {
+            if (st_of[i] != 0 || head_seen[ctr_of[i]])
+                continue;
+            head_seen[ctr_of[i]] = true;
+            if (next_of[i] > now)
+                continue;
+            assert_true(k < l.n);
+            assert_int_equal(strtoul(l.v[k].report_id, NULL, 16), i);
+            k++;
+        }
+        assert_int_equal(k, l.n);
+        if (round % 20 == 0) /* the head flags, checked the long way */
+            assert_int_equal(store_check(f->st), STORE_OK);
+        /* Deliver, kill or postpone each due report at random. */
+        for (k = 0; k < l.n; k++) {
+            unsigned n = (unsigned)strtoul(l.v[k].report_id, NULL, 16);
+
+            seed = seed * 1103515245u + 12345u;
+            switch ((seed >> 16) % 4) {
+            case 0:
+                assert_int_equal(mark_delivered(f->st, n, now), STORE_OK);
+                st_of[n] = 1;
+                break;
+            case 1:
+                assert_int_equal(mark_dead(f->st, n, "x"), STORE_OK);
+                st_of[n] = 2;
+                break;
+            default:
+                next_of[n] = now + 1 + (seed >> 20) % 5;
+                assert_int_equal(mark_retry(f->st, n, next_of[n], "y"),
+                                 STORE_OK);
+                break;
+            }
+        }
+        store_reports_free(&l);
+    }
+}
+
+static void
+t_transitions(void **state)
+{
+    struct fx *f = *state;
+    char longerr[STORE_ERRTEXT_MAX + 100];
+    struct store_report r;
+    size_t i;
+
+    assert_int_equal(add(f->st, 1, 1, 100), STORE_OK);
+    assert_int_equal(get(f->st, 1, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_PENDING);
+    assert_int_equal(r.attempts, 0);
+    assert_int_equal(r.next_attempt_ms, 100);
+    assert_int_equal(r.created_ms, 100);
+    assert_int_equal(r.delivered_ms, 0);
+    assert_null(r.last_error);
+    store_report_clear(&r);
+
+    assert_int_equal(mark_retry(f->st, 1, 5000, "connect: refused"), STORE_OK);
+    assert_int_equal(mark_retry(f->st, 1, 9000, "HTTP 503"), STORE_OK);
+    assert_int_equal(get(f->st, 1, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_PENDING);
+    assert_int_equal(r.attempts, 2);
+    assert_int_equal(r.next_attempt_ms, 9000);
+    assert_string_equal(r.last_error, "HTTP 503");
+    store_report_clear(&r);
+
+    assert_int_equal(mark_delivered(f->st, 1, 9100), STORE_OK);
+    assert_int_equal(get(f->st, 1, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_DELIVERED);
+    assert_int_equal(r.attempts, 3);
+    assert_int_equal(r.delivered_ms, 9100);
+    assert_null(r.last_error);
+    store_report_clear(&r);
+    /* Delivered is final. */
+    assert_int_equal(mark_delivered(f->st, 1, 9200), STORE_NOT_FOUND);
+    assert_int_equal(mark_dead(f->st, 1, "x"), STORE_NOT_FOUND);
+    assert_int_equal(mark_retry(f->st, 1, 1, "x"), STORE_NOT_FOUND);
+    assert_int_equal(get(f->st, 1, &r), STORE_OK);
+    assert_int_equal(r.attempts, 3);
+    assert_int_equal(r.delivered_ms, 9100);
+    store_report_clear(&r);
+
+    /* Dead is final too, and keeps its reason. */
+    assert_int_equal(add(f->st, 2, 1, 100), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 2, "HTTP 400: bad report"), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, 2, 1), STORE_NOT_FOUND);
+    assert_int_equal(mark_retry(f->st, 2, 1, "x"), STORE_NOT_FOUND);
+    assert_int_equal(get(f->st, 2, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_DEAD);
+    assert_int_equal(r.attempts, 1);
+    assert_string_equal(r.last_error, "HTTP 400: bad report");
+    assert_string_equal(store_state_name(r.state), "dead");
+    store_report_clear(&r);
+
+    /* Unknown ids. */
+    assert_int_equal(mark_delivered(f->st, 99, 1), STORE_NOT_FOUND);
+    assert_int_equal(mark_retry(f->st, 99, 1, NULL), STORE_NOT_FOUND);
+    assert_int_equal(get(f->st, 99, &r), STORE_NOT_FOUND);
+
+    /* A long error is cut, on a character boundary; NULL is no error. */
+    assert_int_equal(add(f->st, 3, 1, 100), STORE_OK);
+    for (i = 0; i + 1 < sizeof(longerr); i += 2) {
+        longerr[i] = '\xc3'; /* 'é', two bytes, straddling the limit */
+        longerr[i + 1] = '\xa9';
+    }
+    longerr[0] = 'x'; /* shift by one: the limit falls mid-character */
+    longerr[sizeof(longerr) - 1] = '\0';
+    assert_int_equal(mark_retry(f->st, 3, 200, longerr), STORE_OK);
+    assert_int_equal(get(f->st, 3, &r), STORE_OK);
+    assert_true(strlen(r.last_error) <= STORE_ERRTEXT_MAX);
+    assert_true(strlen(r.last_error) >= STORE_ERRTEXT_MAX - 1);
+    assert_int_equal(((unsigned char)r.last_error[strlen(r.last_error) - 1]),
+                     0xa9);
+    store_report_clear(&r);
+    assert_int_equal(mark_retry(f->st, 3, 300, NULL), STORE_OK);
+    assert_int_equal(get(f->st, 3, &r), STORE_OK);
+    assert_null(r.last_error);
+    store_report_clear(&r);
+}
+
+static void
+t_retention(void **state)
+{
+    struct fx *f = *state;
+    struct store_counts c;
+    struct store_report r;
+    uint64_t n;
+    unsigned i;
+
+    /* 1..6 delivered at 100..600; 7, 8 pending; 9, 10 dead. */
+    for (i = 1; i <= 10; i++)
+        assert_int_equal(add(f->st, i, i, 10), STORE_OK);
+    for (i = 1; i <= 6; i++)
+        assert_int_equal(mark_delivered(f->st, i, i * 100), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 9, "x"), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 10, "x"), STORE_OK);
+
+    assert_int_equal(store_prune(f->st, 1000, -1, -1, &n), STORE_OK);
+    assert_int_equal(n, 0);
+    /* By age: delivered before 1000 - 500. */
+    assert_int_equal(store_prune(f->st, 1000, 500, -1, &n), STORE_OK);
+    assert_int_equal(n, 4);
+    for (i = 1; i <= 4; i++)
+        assert_int_equal(get(f->st, i, &r), STORE_NOT_FOUND);
+    /* By count: the newest one delivered stays. */
+    assert_int_equal(store_prune(f->st, 1000, -1, 1, &n), STORE_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(get(f->st, 5, &r), STORE_NOT_FOUND);
+    assert_int_equal(get(f->st, 6, &r), STORE_OK);
+    store_report_clear(&r);
+    assert_int_equal(store_prune(f->st, 1000, -1, 1, &n), STORE_OK);
+    assert_int_equal(n, 0);
+    /* Everything delivered, but never pending or dead. */
+    assert_int_equal(store_prune(f->st, INT64_MAX, 0, 0, NULL), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.delivered, 0);
+    assert_int_equal(c.pending, 2);
+    assert_int_equal(c.dead, 2);
+    assert_int_equal(store_prune(f->st, INT64_MIN, INT64_MAX, -1, &n),
+                     STORE_OK); /* no overflow */
+    assert_int_equal(n, 0);
+
+    /* Batches: 2500 delivered, put there behind the store's back. */
+    raw_exec(f->dir, "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL"
+                     " SELECT i + 1 FROM n WHERE i < 2500)"
+                     " INSERT INTO reports(report_id, container_id, seq,"
+                     " body, state, next_attempt_ms, created_ms,"
+                     " delivered_ms) SELECT 'x' || i, 'c', 100 + i, '{}',"
+                     " 'delivered', 0, 0, i FROM n;"
+                     "UPDATE meta SET value = 2600;");
+    assert_int_equal(store_check(f->st), STORE_OK);
+    assert_int_equal(store_prune(f->st, 5000, 0, -1, &n), STORE_OK);
+    assert_int_equal(n, STORE_PRUNE_BATCH);
+    assert_int_equal(raw_int(f->dir, "SELECT min(delivered_ms) FROM reports"
+                                     " WHERE state = 'delivered'"),
+                     STORE_PRUNE_BATCH + 1); /* oldest first */
+    assert_int_equal(store_prune(f->st, 5000, -1, 0, &n), STORE_OK);
+    assert_int_equal(n, STORE_PRUNE_BATCH);
+    assert_int_equal(store_prune(f->st, 5000, 0, 0, &n), STORE_OK);
+    assert_int_equal(n, 500);
+    assert_int_equal(store_prune(f->st, 5000, 0, 0, &n), STORE_OK);
+    assert_int_equal(n, 0);
+
+    /* A pruned id is forgotten (store.h says so); its seq is not reused. */
+    assert_int_equal(add(f->st, 1, 1, 2000), STORE_OK);
+    assert_int_equal(get(f->st, 1, &r), STORE_OK);
+    assert_int_equal(r.seq, 2601);
+    store_report_clear(&r);
+}
+
+static void
+t_counts_and_size(void **state)
+{
+    struct fx *f = *state;
+    struct store_counts c;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+    static char body[20000];
+    uint64_t before;
+    unsigned i;
+
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending + c.delivered + c.dead, 0);
+    assert_true(c.db_bytes > 0);
+    before = c.db_bytes;
+
+    memset(body, 'x', sizeof(body));
+    body[0] = '"';
+    body[sizeof(body) - 1] = '"';
+    cid(ctr, 1);
+    for (i = 0; i < 20; i++) {
+        rid(id, i);
+        assert_int_equal(
+            store_add_report(f->st, id, ctr, body, sizeof(body), i), STORE_OK);
+    }
+    for (i = 0; i < 5; i++)
+        assert_int_equal(mark_delivered(f->st, i, 1), STORE_OK);
+    for (i = 5; i < 8; i++)
+        assert_int_equal(mark_dead(f->st, i, NULL), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending, 12);
+    assert_int_equal(c.delivered, 5);
+    assert_int_equal(c.dead, 3);
+    assert_true(c.db_bytes >= before + 20 * sizeof(body));
+    /* What the file itself says, through another connection. */
+    assert_int_equal(c.db_bytes, raw_int(f->dir, "SELECT page_count *"
+                                                 " page_size FROM"
+                                                 " pragma_page_count(),"
+                                                 " pragma_page_size()"));
+}
+
+static void
+t_recent(void **state)
+{
+    struct fx *f = *state;
+    struct store_reports l;
+    unsigned i;
+
+    assert_int_equal(store_recent(f->st, 10, true, &l), STORE_OK);
+    assert_int_equal(l.n, 0);
+    store_reports_free(&l);
+    for (i = 1; i <= 8; i++)
+        assert_int_equal(add(f->st, i, i % 3, i), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, 8, 100), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 7, "gone"), STORE_OK);
+
+    assert_int_equal(store_recent(f->st, 3, false, &l), STORE_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(strtoul(l.v[0].report_id, NULL, 16), 8);
+    assert_int_equal(l.v[0].state, STORE_DELIVERED);
+    assert_int_equal(l.v[0].delivered_ms, 100);
+    assert_int_equal(strtoul(l.v[1].report_id, NULL, 16), 7);
+    assert_int_equal(l.v[1].state, STORE_DEAD);
+    assert_string_equal(l.v[1].last_error, "gone");
+    assert_int_equal(strtoul(l.v[2].report_id, NULL, 16), 6);
+    assert_int_equal(l.v[2].state, STORE_PENDING);
+    assert_null(l.v[0].body);
+    store_reports_free(&l);
+    assert_null(l.v);
+
+    assert_int_equal(store_recent(f->st, 100, true, &l), STORE_OK);
+    assert_int_equal(l.n, 8);
+    assert_non_null(strstr(l.v[7].body, "\"n\":1}"));
+    assert_int_equal(l.v[7].body_len, strlen(l.v[7].body));
+    assert_int_equal(l.v[7].seq, 1);
+    store_reports_free(&l);
+}
+
+/* ---- checkpoints and container records -------------------------------- */
+
+static void
+t_checkpoints(void **state)
+{
+    struct fx *f = *state;
+    int64_t v = 42;
+
+    assert_int_equal(store_get_checkpoint(f->st, "docker.events", &v),
+                     STORE_NOT_FOUND);
+    assert_int_equal(v, 42);
+    assert_int_equal(
+        store_set_checkpoint(f->st, "docker.events", 1764678177864550554LL),
+        STORE_OK);
+    assert_int_equal(store_set_checkpoint(f->st, "containerd.reconcile", -5),
+                     STORE_OK);
+    /* Seen before the flush, and after it. */
+    assert_int_equal(store_get_checkpoint(f->st, "docker.events", &v),
+                     STORE_OK);
+    assert_int_equal(v, 1764678177864550554LL);
+    assert_int_equal(store_pending(f->st), 2);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_pending(f->st), 0);
+    assert_int_equal(raw_int(f->dir, "SELECT value FROM checkpoints"
+                                     " WHERE key = 'docker.events'"),
+                     1764678177864550554LL);
+    assert_int_equal(store_set_checkpoint(f->st, "docker.events", INT64_MAX),
+                     STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    reopen(f);
+    assert_int_equal(store_get_checkpoint(f->st, "docker.events", &v),
+                     STORE_OK);
+    assert_int_equal(v, INT64_MAX);
+    assert_int_equal(store_get_checkpoint(f->st, "containerd.reconcile", &v),
+                     STORE_OK);
+    assert_int_equal(v, -5);
+}
+
+/* The records as "id=json;..." sorted by id, for one readable assert. */
+static int
+cmp_ctr(const void *a, const void *b)
+{
+    return strcmp(((const struct store_container *)a)->id,
+                  ((const struct store_container *)b)->id);
+}
+
+static void
+ctr_str(struct store *st, char *buf, size_t len)
+{
+    struct store_containers l;
+    size_t i, o = 0;
+
+    assert_int_equal(store_get_containers(st, &l), STORE_OK);
+    if (l.n > 0)
+        qsort(l.v, l.n, sizeof(*l.v), cmp_ctr);
+    buf[0] = '\0';
+    for (i = 0; i < l.n; i++) {
+        assert_int_equal(strlen(l.v[i].json), l.v[i].len);
+        o += (size_t)snprintf(buf + o, len - o, "%s=%s@%lld;", l.v[i].id,
+                              l.v[i].json, (long long)l.v[i].updated_ms);
+    }
+    store_containers_free(&l);
+}
+
+static void
+t_containers(void **state)
+{
+    struct fx *f = *state;
+    char buf[512];
+
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "");
+    assert_int_equal(store_put_container(f->st, "a", "{\"s\":1}", 7, 10),
+                     STORE_OK);
+    assert_int_equal(store_put_container(f->st, "b", "{\"s\":2}", 7, 11),
+                     STORE_OK);
+    /* Not yet written, but listed. */
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM containers"), 0);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"s\":1}@10;b={\"s\":2}@11;");
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM containers"), 2);
+    reopen(f);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"s\":1}@10;b={\"s\":2}@11;");
+
+    /* Pending changes win over the rows: a newer a, b gone, c new. */
+    assert_int_equal(store_put_container(f->st, "a", "{\"s\":3}", 7, 20),
+                     STORE_OK);
+    assert_int_equal(store_delete_container(f->st, "b"), STORE_OK);
+    assert_int_equal(store_put_container(f->st, "c", "{}", 2, 21), STORE_OK);
+    assert_int_equal(store_delete_container(f->st, "nobody"), STORE_OK);
+    /* Put then deleted in the same turn: never written. */
+    assert_int_equal(store_put_container(f->st, "d", "{}", 2, 22), STORE_OK);
+    assert_int_equal(store_delete_container(f->st, "d"), STORE_OK);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"s\":3}@20;c={}@21;");
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"s\":3}@20;c={}@21;");
+    /* Deleted, then put again before the flush: the put wins. */
+    assert_int_equal(store_delete_container(f->st, "c"), STORE_OK);
+    assert_int_equal(store_put_container(f->st, "c", "{\"x\":1}", 7, 30),
+                     STORE_OK);
+    /* store_close flushes. */
+    assert_int_equal(store_close(f->st), STORE_OK);
+    f->st = must_open(f->dir);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"s\":3}@20;c={\"x\":1}@30;");
+}
+
+/* Many updates, one transaction: coalesced per key, and all or nothing. */
+static void
+t_batch(void **state)
+{
+    struct fx *f = *state;
+    struct store_containers l;
+    char ctr[STORE_ID_MAX + 1], json[64], key[16];
+    int64_t v;
+    unsigned i;
+    int n;
+
+    for (i = 0; i < 5000; i++) {
+        cid(ctr, i % 100);
+        n = snprintf(json, sizeof(json), "{\"step\":%u}", i);
+        assert_int_equal(store_put_container(f->st, ctr, json, (size_t)n, i),
+                         STORE_OK);
+        snprintf(key, sizeof(key), "k%u", i % 10);
+        assert_int_equal(store_set_checkpoint(f->st, key, i), STORE_OK);
+    }
+    assert_int_equal(store_pending(f->st), 110);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_pending(f->st), 0);
+    assert_int_equal(store_flush(f->st), STORE_OK); /* nothing to do */
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM containers"), 100);
+    assert_int_equal(raw_int(f->dir,
+                             "SELECT sum(json_extract(record, '$.step'))"
+                             " FROM containers"),
+                     (4900 + 4999) * 100 / 2); /* the last value of each */
+    assert_int_equal(store_get_checkpoint(f->st, "k3", &v), STORE_OK);
+    assert_int_equal(v, 4993);
+    /* The table grew past its first size and still finds everything. */
+    assert_int_equal(store_get_containers(f->st, &l), STORE_OK);
+    assert_int_equal(l.n, 100);
+    store_containers_free(&l);
+}
+
+static void
+t_pending_bounds(void **state)
+{
+    struct fx *f = *state;
+    char key[32];
+    char *big;
+    unsigned i;
+
+    for (i = 0; i < STORE_PENDING_MAX; i++) {
+        snprintf(key, sizeof(key), "k%u", i);
+        assert_int_equal(store_set_checkpoint(f->st, key, i), STORE_OK);
+    }
+    /* A new key is refused; an update of a pending one is not. */
+    assert_int_equal(store_set_checkpoint(f->st, "one-more", 1), STORE_FULL);
+    assert_non_null(strstr(store_errmsg(f->st), "flush"));
+    assert_int_equal(store_put_container(f->st, "c", "{}", 2, 1), STORE_FULL);
+    assert_int_equal(store_set_checkpoint(f->st, "k7", -7), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_set_checkpoint(f->st, "one-more", 1), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM checkpoints"),
+                     STORE_PENDING_MAX + 1);
+
+    /* The bytes bound: 1 MiB records until 64 MiB are waiting. */
+    big = malloc(STORE_RECORD_MAX);
+    assert_non_null(big);
+    memset(big, '1', STORE_RECORD_MAX);
+    for (i = 0; i < STORE_PENDING_BYTES_MAX / STORE_RECORD_MAX; i++) {
+        snprintf(key, sizeof(key), "c%u", i);
+        assert_int_equal(
+            store_put_container(f->st, key, big, STORE_RECORD_MAX, 1),
+            STORE_OK);
+    }
+    assert_int_equal(store_put_container(f->st, "c-last", big, 1, 1),
+                     STORE_FULL);
+    /* Replacing a record with a smaller one makes room. */
+    assert_int_equal(store_put_container(f->st, "c0", "{}", 2, 1), STORE_OK);
+    assert_int_equal(store_put_container(f->st, "c-last", big, 1, 1),
+                     STORE_OK);
+    free(big);
+    /* Not flushed: teardown's store_close writes 65 MiB. Drop them. */
+    for (i = 0; i < STORE_PENDING_BYTES_MAX / STORE_RECORD_MAX; i++) {
+        snprintf(key, sizeof(key), "c%u", i);
+        assert_int_equal(store_delete_container(f->st, key), STORE_OK);
+    }
+}
+
+/* ---- a full disk ------------------------------------------------------ */
+
+static void
+t_full_size_limit(void **state)
+{
+    struct fx *f = *state;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1], key[16];
+    static char body[16384];
+    struct store_counts c, c2;
+    struct store_report r;
+    uint64_t eff;
+    unsigned i, ok = 0;
+    int res = STORE_OK;
+    int64_t v;
+
+    memset(body, 'b', sizeof(body));
+    body[0] = '"';
+    body[sizeof(body) - 1] = '"';
+    cid(ctr, 1);
+    for (i = 0; i < 10; i++)
+        assert_int_equal(add(f->st, i, i, 1), STORE_OK);
+    assert_int_equal(store_put_container(f->st, ctr, "{\"v\":1}", 7, 1),
+                     STORE_OK);
+    assert_int_equal(store_set_checkpoint(f->st, "events", 1), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+
+    /* Capped at (about) the current size: the next pages are refused. */
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(store_set_size_limit(f->st, c.db_bytes + 65536, &eff),
+                     STORE_OK);
+    assert_true(eff >= c.db_bytes && eff <= c.db_bytes + 65536);
+    for (i = 100; i < 200; i++) {
+        rid(id, i);
+        res = store_add_report(f->st, id, ctr, body, sizeof(body), i);
+        if (res != STORE_OK)
+            break;
+        ok++;
+    }
+    assert_int_equal(res, STORE_FULL);
+    assert_non_null(strstr(store_errmsg(f->st), "full"));
+    assert_true(ok >= 1 && ok < 10); /* the cap allowed about 4 */
+    /* The refused report is not there, and did not use up a seq. */
+    assert_int_equal(store_get_report(f->st, id, false, &r), STORE_NOT_FOUND);
+    assert_int_equal(store_counts(f->st, &c2), STORE_OK);
+    assert_int_equal(c2.pending, 10 + ok);
+
+    /* Container records and checkpoints: the flush fails whole, and
+     * everything stays pending, readable, for the next try. */
+    for (i = 0; i < 30; i++) {
+        snprintf(key, sizeof(key), "c%u", i);
+        assert_int_equal(
+            store_put_container(f->st, key, body, sizeof(body), 2), STORE_OK);
+    }
+    assert_int_equal(store_set_checkpoint(f->st, "events", 2), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_FULL);
+    assert_int_equal(store_pending(f->st), 31);
+    assert_int_equal(store_flush(f->st), STORE_FULL); /* still */
+    assert_int_equal(store_get_checkpoint(f->st, "events", &v), STORE_OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(raw_int(f->dir, "SELECT value FROM checkpoints"), 1);
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM containers"), 1);
+    /* What needs no new page still works: reads, marks, retention. */
+    assert_int_equal(mark_delivered(f->st, 0, 5), STORE_OK);
+    assert_int_equal(store_prune(f->st, 10, 0, -1, NULL), STORE_OK);
+    assert_int_equal(store_check(f->st), STORE_OK);
+
+    /* Room again: everything that waited goes in, new reports too. */
+    assert_int_equal(store_set_size_limit(f->st, 0, &eff), STORE_OK);
+    assert_true(eff > 1000000000ull);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_pending(f->st), 0);
+    assert_int_equal(store_add_report(f->st, id, ctr, body, sizeof(body), 9),
+                     STORE_OK);
+    reopen(f);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    for (i = 1; i < 10; i++) {
+        assert_int_equal(get(f->st, i, &r), STORE_OK);
+        store_report_clear(&r);
+    }
+    assert_int_equal(get(f->st, 0, &r), STORE_NOT_FOUND); /* pruned */
+    for (i = 100; i <= 100 + ok; i++) {
+        assert_int_equal(get(f->st, i, &r), STORE_OK);
+        store_report_clear(&r);
+    }
+    assert_int_equal(store_get_checkpoint(f->st, "events", &v), STORE_OK);
+    assert_int_equal(v, 2);
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM containers"), 31);
+}
+
+/*
+ * Real write errors: a child (RLIMIT_FSIZE is per process) lets its files
+ * grow only a little, so SQLite's writes to the WAL really fail (a short
+ * write is SQLITE_FULL, EFBIG after it SQLITE_IOERR). Returns the first
+ * failed check's line, 0 if all passed.
+ */
+static int
+fsize_child(const char *dir)
+{
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1], path[128];
+    static char body[16384];
+    struct store_report r;
+    struct rlimit rl;
+    struct store *st;
+    struct stat sb;
+    unsigned i, ok = 0;
+    int res = STORE_OK, res2, line = 0;
+
+#define CHECK(c)                                                              \
+    do {                                                                      \
+        if (!(c)) {                                                           \
+            line = __LINE__;                                                  \
+            goto out;                                                         \
+        }                                                                     \
+    } while (0)
+
+    memset(body, 'b', sizeof(body));
+    body[0] = '"';
+    body[sizeof(body) - 1] = '"';
+    cid(ctr, 1);
+    CHECK(store_open(dir, &st, NULL, 0) == STORE_OK);
+    for (i = 0; i < 5; i++)
+        CHECK(add(st, i, 1, 1) == STORE_OK);
+    snprintf(path, sizeof(path), "%s/reapd.db-wal", dir);
+    CHECK(stat(path, &sb) == 0);
+    CHECK(getrlimit(RLIMIT_FSIZE, &rl) == 0);
+    rl.rlim_cur = (rlim_t)sb.st_size + 40000;
+    CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    for (i = 100; i < 200; i++) {
+        rid(id, i);
+        res = store_add_report(st, id, ctr, body, sizeof(body), i);
+        if (res != STORE_OK)
+            break;
+        ok++;
+    }
+    /* ENOSPC is SQLITE_FULL; EFBIG here, like EDQUOT, SQLITE_IOERR. */
+    CHECK(res == STORE_FULL || res == STORE_IOERR);
+    CHECK(store_get_report(st, id, false, &r) == STORE_NOT_FOUND);
+    /* Again: a second error in a row is handled the same way. */
+    CHECK(store_add_report(st, id, ctr, body, sizeof(body), i) < 0);
+    for (i = 0; i < 4; i++) { /* more than one report's worth */
+        cid(ctr, i);
+        CHECK(store_put_container(st, ctr, body, sizeof(body), 1) == STORE_OK);
+    }
+    res2 = store_flush(st);
+    CHECK(res2 == STORE_FULL || res2 == STORE_IOERR);
+    CHECK(store_pending(st) == 4);
+    print_message("write errors: report insert -> %s, flush -> %s (%s)\n",
+                  store_strerror(res), store_strerror(res2), store_errmsg(st));
+
+    rl.rlim_cur = rl.rlim_max;
+    CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
+    CHECK(store_flush(st) == STORE_OK);
+    CHECK(store_add_report(st, id, ctr, body, sizeof(body), 1) == STORE_OK);
+    CHECK(store_check(st) == STORE_OK);
+    CHECK(store_close(st) == STORE_OK);
+    CHECK(store_open(dir, &st, NULL, 0) == STORE_OK);
+    CHECK(store_check(st) == STORE_OK);
+    for (i = 0; i < 5; i++) {
+        CHECK(get(st, i, &r) == STORE_OK);
+        store_report_clear(&r);
+    }
+    for (i = 100; i <= 100 + ok; i++) {
+        CHECK(get(st, i, &r) == STORE_OK);
+        store_report_clear(&r);
+    }
+    CHECK(store_close(st) == STORE_OK);
+    st = NULL;
+out:
+    if (st != NULL)
+        store_close(st);
+    return line;
+#undef CHECK
+}
+
+static void
+t_write_errors(void **state)
+{
+    char dir[64];
+    pid_t pid;
+    int status;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int line = fsize_child(dir);
+
+        if (line != 0)
+            fprintf(stderr, "fsize_child: check at line %d failed\n", line);
+        _exit(line != 0);
+    }
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    tmpdir_free(dir);
+}
+
+/* ---- kill -9 ---------------------------------------------------------- */
+
+static void
+kill_child(const char *dir, int fd, unsigned first)
+{
+    char json[64];
+    struct store *st;
+    unsigned n;
+    int r, len;
+
+    if (store_open(dir, &st, NULL, 0) != STORE_OK)
+        _exit(3);
+    ack(fd, ACK_OPEN, 0);
+    for (n = first;; n++) {
+        r = add(st, n, n % 5, n);
+        /* A duplicate is the report the last child committed but was
+         * killed before it could tell. */
+        if (r != STORE_OK && r != STORE_DUPLICATE)
+            _exit(5);
+        ack(fd, ACK_REPORT, n);
+        len = snprintf(json, sizeof(json), "{\"n\":%u}", n);
+        if (store_put_container(st, "c", json, (size_t)len, n) != STORE_OK ||
+            store_set_checkpoint(st, "events", n) != STORE_OK ||
+            store_flush(st) != STORE_OK)
+            _exit(6);
+        ack(fd, ACK_FLUSH, n);
+    }
+}
+
+static void
+t_kill9(void **state)
+{
+    enum { ITERATIONS = 40 };
+    unsigned seed = (unsigned)time(NULL), next = 0, iter, i, unacked = 0;
+    unsigned forced = 0;
+    int64_t last_flush = -1, v, t0 = now_us();
+    struct store_counts c;
+    struct store_report r;
+    struct store *st;
+    char dir[64];
+
+    (void)state;
+    if (getenv("TEST_SEED") != NULL)
+        seed = (unsigned)strtoul(getenv("TEST_SEED"), NULL, 10);
+    print_message("kill -9 test: TEST_SEED=%u\n", seed);
+    srand(seed);
+    tmpdir_new(dir, sizeof(dir));
+    for (iter = 0; iter < ITERATIONS; iter++) {
+        uint32_t a[2];
+        int p[2], status, mode;
+        bool got_r = false;
+        unsigned last_r = 0;
+        pid_t pid;
+
+        assert_int_equal(pipe(p), 0);
+        pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            close(p[0]);
+            kill_child(dir, p[1], next);
+        }
+        close(p[1]);
+        /* A third of the kills land anywhere, opening and migrating
+         * included; a third once the writer has opened; a third once it
+         * has committed something (so the test is never vacuous, however
+         * slow the writer runs, e.g. under valgrind). */
+        mode = rand() % 3;
+        if (mode >= 1)
+            wait_ack(p[0], ACK_OPEN);
+        if (mode == 2) {
+            wait_ack(p[0], ACK_REPORT);
+            got_r = true;
+            last_r = next;
+            forced++;
+        }
+        usleep((useconds_t)(rand() % 20000));
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        if (!WIFSIGNALED(status))
+            fail_msg("writer exited by itself: status %d", status);
+        while (read(p[0], a, sizeof(a)) == sizeof(a)) {
+            if (a[0] == ACK_REPORT) {
+                assert_int_equal(a[1], got_r ? last_r + 1 : next);
+                last_r = a[1];
+                got_r = true;
+            } else if (a[0] == ACK_FLUSH) {
+                last_flush = a[1];
+            }
+        }
+        close(p[0]);
+
+        /* The file opens and checks fine, whatever the instant. */
+        st = must_open(dir);
+        assert_int_equal(store_check(st), STORE_OK);
+        if (got_r) {
+            for (i = next; i <= last_r; i++) {
+                if (get(st, i, &r) != STORE_OK)
+                    fail_msg("iteration %u: report %u was committed but is"
+                             " gone (TEST_SEED=%u)",
+                             iter, i, seed);
+                store_report_clear(&r);
+            }
+            next = last_r + 1;
+        }
+        /* Committed but killed before it said so: allowed, and the next
+         * writer meets it as a duplicate. */
+        if (get(st, next, &r) == STORE_OK) {
+            store_report_clear(&r);
+            unacked++;
+        }
+        if (last_flush >= 0) {
+            assert_int_equal(store_get_checkpoint(st, "events", &v), STORE_OK);
+            assert_true(v >= last_flush);
+        }
+        assert_int_equal(store_close(st), STORE_OK);
+    }
+
+    /* All of it, once more, at the end. */
+    st = must_open(dir);
+    assert_int_equal(store_check(st), STORE_OK);
+    for (i = 0; i < next; i++) {
+        assert_int_equal(get(st, i, &r), STORE_OK);
+        assert_int_equal(r.seq, i + 1); /* no gaps, no doubles */
+        store_report_clear(&r);
+    }
+    assert_int_equal(store_counts(st, &c), STORE_OK);
+    assert_true(c.pending == next || c.pending == next + 1);
+    assert_int_equal(store_close(st), STORE_OK);
+    print_message("kill -9 test: %u kills, %u reports acknowledged and all"
+                  " present, %u committed unacknowledged, %.1f s\n",
+                  ITERATIONS, next, unacked, (double)(now_us() - t0) / 1e6);
+    /* Not vacuous: the writers did write. */
+    assert_true(forced > 0);
+    assert_true(next >= forced);
+    tmpdir_free(dir);
+}
+
+/* ---- cost ------------------------------------------------------------- */
+
+static void
+t_timing(void **state)
+{
+    struct fx *f = *state;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+    static char body[1500], rec[400];
+    int64_t t0, t_add, t_put, t_flush, t_single;
+    const unsigned nadd = 200, nput = 10000, nsingle = 200;
+    unsigned i;
+
+    memset(body, 'r', sizeof(body));
+    body[0] = '"';
+    body[sizeof(body) - 1] = '"';
+    memset(rec, 'c', sizeof(rec));
+    rec[0] = '"';
+    rec[sizeof(rec) - 1] = '"';
+
+    t0 = now_us();
+    for (i = 0; i < nadd; i++) {
+        rid(id, i);
+        cid(ctr, i % 50);
+        assert_int_equal(
+            store_add_report(f->st, id, ctr, body, sizeof(body), i), STORE_OK);
+    }
+    t_add = now_us() - t0;
+
+    /* A loop turn's worth of lifecycle steps: 200 containers, 50 updates
+     * each, then one flush. */
+    t0 = now_us();
+    for (i = 0; i < nput; i++) {
+        cid(ctr, i % 200);
+        assert_int_equal(store_put_container(f->st, ctr, rec, sizeof(rec), i),
+                         STORE_OK);
+    }
+    t_put = now_us() - t0;
+    t0 = now_us();
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    t_flush = now_us() - t0;
+
+    /* One update per flush: the worst case, a quiet loop. */
+    t0 = now_us();
+    for (i = 0; i < nsingle; i++) {
+        cid(ctr, i % 200);
+        assert_int_equal(store_put_container(f->st, ctr, rec, sizeof(rec), i),
+                         STORE_OK);
+        assert_int_equal(store_flush(f->st), STORE_OK);
+    }
+    t_single = now_us() - t0;
+
+    print_message("timing (%s): durable report insert %.1f us;"
+                  " batched container update %.2f us"
+                  " (%u puts %.2f us each + one flush of 200 rows %.0f us);"
+                  " one update + flush %.1f us\n",
+                  f->dir, (double)t_add / nadd,
+                  (double)(t_put + t_flush) / nput, nput, (double)t_put / nput,
+                  (double)t_flush, (double)t_single / nsingle);
+}
+
+int
+main(void)
+{
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_open_empty_file),
+        cmocka_unit_test(t_open_bad_paths),
+        cmocka_unit_test(t_newer_version_refused),
+        cmocka_unit_test(t_corrupt_file),
+        cmocka_unit_test(t_migration_atomic),
+        cmocka_unit_test(t_busy),
+        T(t_duplicate),
+        T(t_invalid_input),
+        T(t_due_order),
+        T(t_due_model),
+        T(t_transitions),
+        T(t_retention),
+        T(t_counts_and_size),
+        T(t_recent),
+        T(t_checkpoints),
+        T(t_containers),
+        T(t_batch),
+        T(t_pending_bounds),
+        T(t_full_size_limit),
+        cmocka_unit_test(t_write_errors),
+        cmocka_unit_test(t_kill9),
+        T(t_timing),
+    };
+#undef T
+
+    signal(SIGPIPE, SIG_IGN);
+    /* Going over RLIMIT_FSIZE must fail a write, not kill the test. */
+    signal(SIGXFSZ, SIG_IGN);
+    if (getenv("TEST_FILTER") != NULL)
+        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    if (getenv("TEST_SKIP") != NULL)
+        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
