@@ -24,6 +24,11 @@
  *                                                      | "off"
  *   upstream.url                 null                  null | http(s)://...
  *   upstream.timeout_ms          5000                  100 .. 600000
+ *   upstream.token_file          null                  readable abs path
+ *   upstream.ca_file, client_cert, client_key  null    readable abs paths
+ *   upstream.max_in_flight       4                     1 .. 1024
+ *   upstream.retry_base_ms       1000                  10 .. 3600000
+ *   upstream.retry_max_ms        300000                10 .. 86400000
  *   upstream.headers             {}                    token: string
  *   delete.max_in_flight         8                     1 .. 1024
  *   delete.poll_interval_ms      500                   10 .. 3600000
@@ -103,6 +108,7 @@ static const char *check_containerd_socket(const char *s);
 static const char *check_namespace(const char *s);
 static const char *check_listen(const char *s);
 static const char *check_url(const char *s);
+static const char *check_readable(const char *s);
 
 #define AT(member) offsetof(struct config, member)
 
@@ -134,6 +140,16 @@ static const struct field status_fields[] = {
 static const struct field upstream_fields[] = {
     {"url", F_NULLABLE_STR, AT(upstream_url), 0, 0, check_url},
     {"timeout_ms", F_INT, AT(upstream_timeout_ms), 100, 600000, NULL},
+    {"token_file", F_NULLABLE_STR, AT(upstream_token_file), 0, 0,
+     check_readable},
+    {"ca_file", F_NULLABLE_STR, AT(upstream_ca_file), 0, 0, check_readable},
+    {"client_cert", F_NULLABLE_STR, AT(upstream_client_cert), 0, 0,
+     check_readable},
+    {"client_key", F_NULLABLE_STR, AT(upstream_client_key), 0, 0,
+     check_readable},
+    {"max_in_flight", F_INT, AT(upstream_max_in_flight), 1, 1024, NULL},
+    {"retry_base_ms", F_INT, AT(upstream_retry_base_ms), 10, 3600000, NULL},
+    {"retry_max_ms", F_INT, AT(upstream_retry_max_ms), 10, 86400000, NULL},
 };
 
 static const struct field delete_fields[] = {
@@ -343,6 +359,18 @@ static const char *
 check_abs_path(const char *s)
 {
     return s[0] == '/' ? NULL : "must be an absolute path";
+}
+
+/* A file reapd must be able to read when it starts (a token, a CA...);
+ * "unreadable" is a config error, not a surprise at the first delivery. */
+static const char *
+check_readable(const char *s)
+{
+    if (s[0] != '/')
+        return "must be an absolute path";
+    if (access(s, R_OK) != 0)
+        return "cannot be read";
+    return NULL;
 }
 
 static const char *
@@ -1087,6 +1115,9 @@ make_default(const char *source)
     cfg->status_listen = strdup("127.0.0.1:9323");
     cfg->upstream_url = NULL;
     cfg->upstream_timeout_ms = 5000;
+    cfg->upstream_max_in_flight = 4;
+    cfg->upstream_retry_base_ms = 1000;
+    cfg->upstream_retry_max_ms = 300000;
     cfg->delete_max_in_flight = 8;
     cfg->delete_poll_interval_ms = 500;
     cfg->delete_warn_after_ms = 60000;
@@ -1285,6 +1316,10 @@ config_free(struct config *cfg)
     free(cfg->containerd_namespace);
     free(cfg->status_listen);
     free(cfg->upstream_url);
+    free(cfg->upstream_token_file);
+    free(cfg->upstream_ca_file);
+    free(cfg->upstream_client_cert);
+    free(cfg->upstream_client_key);
     for (i = 0; i < cfg->nupstream_headers; i++) {
         free(cfg->upstream_headers[i].name);
         free(cfg->upstream_headers[i].value);

@@ -39,6 +39,13 @@ struct config {
 
     char *upstream_url;          /* NULL: no upstream */
     int64_t upstream_timeout_ms; /* 5000 */
+    char *upstream_token_file;   /* "Authorization: Bearer <its text>" */
+    char *upstream_ca_file;      /* https only; NULL: system CAs */
+    char *upstream_client_cert;
+    char *upstream_client_key;
+    int64_t upstream_max_in_flight; /* 4 */
+    int64_t upstream_retry_base_ms; /* 1000 */
+    int64_t upstream_retry_max_ms;  /* 300000 */
     struct header *upstream_headers;
     size_t nupstream_headers;
 

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -24,7 +26,9 @@
 #include "reaper.h"
 #include "report.h"
 #include "status.h"
+#include "outbox.h"
 #include "store.h"
+#include "upstream.h"
 
 #define DEFAULT_CONFIG "/etc/reapd/reapd.json"
 
@@ -36,7 +40,47 @@ struct app {
     enum log_format log_format;
     struct loop *loop;
     struct reaper *reaper;
+    struct upstream *up; /* NULL: no upstream.url */
+    struct outbox *outbox;
 };
+
+/* upstream_opts from the config; the token is read from its file (the
+ * caller frees it with upstream_token_free). 0 or -1 (logged). */
+static int
+upstream_options(const struct config *cfg, struct upstream_opts *o,
+                 char **token)
+{
+    char err[256];
+
+    memset(o, 0, sizeof(*o));
+    *token = NULL;
+    if (cfg->upstream_token_file != NULL &&
+        upstream_read_token(cfg->upstream_token_file, token, err,
+                            sizeof(err)) != 0) {
+        log_error(NULL, "upstream: %s", err);
+        return -1;
+    }
+    o->url = cfg->upstream_url;
+    o->timeout_ms = (long)cfg->upstream_timeout_ms;
+    o->headers = cfg->upstream_headers;
+    o->nheaders = cfg->nupstream_headers;
+    o->token = *token;
+    o->ca_file = cfg->upstream_ca_file;
+    o->client_cert = cfg->upstream_client_cert;
+    o->client_key = cfg->upstream_client_key;
+    o->max_in_flight = (unsigned)cfg->upstream_max_in_flight;
+    o->retry_base_ms = (uint64_t)cfg->upstream_retry_base_ms;
+    o->retry_max_ms = (uint64_t)cfg->upstream_retry_max_ms;
+    return 0;
+}
+
+static void
+on_report_made(const char *json, size_t len, void *arg)
+{
+    (void)json;
+    (void)len;
+    outbox_kick(arg);
+}
 
 /* Where the engine's containerd listens, or NULL for Docker-only mode.
  * "auto" looks once, at startup: the standalone containerd's socket, then
@@ -134,6 +178,29 @@ make_dirs(const char *path)
     return 0;
 }
 
+/* One reapd per state_dir: two would make the same reports, race for the
+ * same removals and write the same database. The lock goes with the
+ * process, also on kill -9. Returns the fd to keep open, or -1. */
+static int
+lock_state_dir(const char *dir)
+{
+    char path[4096];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/reapd.lock", dir);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        log_error(NULL, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        log_error(NULL, "another reapd uses %s (%s is locked)", dir, path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 static void
 on_stop(evutil_socket_t sig, short what, void *arg)
 {
@@ -174,6 +241,27 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         strcmp(next->state_dir, a->cfg->state_dir) != 0)
         log_warn(NULL, "SIGHUP: docker.socket, status.listen and state_dir "
                        "take effect at the next start");
+    if ((next->upstream_url == NULL) != (a->cfg->upstream_url == NULL))
+        log_warn(NULL, "SIGHUP: turning upstream delivery on or off takes "
+                       "effect at the next start");
+    else if (a->up != NULL) {
+        struct upstream_opts uo;
+        char *token = NULL, err[256];
+
+        if (upstream_options(next, &uo, &token) != 0) {
+            config_free(next);
+            log_error(NULL, "SIGHUP: the old config stays in force");
+            return;
+        }
+        if (upstream_update(a->up, &uo, err, sizeof(err)) != 0) {
+            log_error(NULL, "reload rejected: upstream: %s", err);
+            upstream_token_free(token);
+            config_free(next);
+            log_error(NULL, "SIGHUP: the old config stays in force");
+            return;
+        }
+        upstream_token_free(token);
+    }
     /* Records copied their policy when first tracked, so containers in
      * flight keep the rules they started with; the old config can go. */
     reaper_set_config(a->reaper, next);
@@ -203,6 +291,7 @@ main(int argc, char **argv)
     struct docker *docker = NULL;
     struct ctrd *ctrd = NULL;
     struct store *store = NULL;
+    int lock_fd = -1;
     char err[512];
     const char *ctrd_path = NULL;
     struct report_log *rl = NULL;
@@ -269,6 +358,9 @@ main(int argc, char **argv)
                   strerror(errno));
         goto out;
     }
+    lock_fd = lock_state_dir(a.cfg->state_dir);
+    if (lock_fd < 0)
+        goto out;
     rl = report_log_open(a.cfg->state_dir);
     if (rl == NULL) {
         log_error(NULL, "cannot open %s/reports.jsonl: %s", a.cfg->state_dir,
@@ -293,6 +385,29 @@ main(int argc, char **argv)
     }
     reaper_set_store(a.reaper, store);
     log_info(NULL, "state: %s", store_path(store));
+    if (a.cfg->upstream_url != NULL) {
+        struct upstream_opts uo;
+        char *token = NULL;
+
+        a.outbox = outbox_new(a.loop, store, NULL);
+        if (a.outbox == NULL || upstream_options(a.cfg, &uo, &token) != 0)
+            goto out;
+        if (upstream_new(a.loop, &uo, outbox_upstream_cbs(), a.outbox, &a.up,
+                         err, sizeof(err)) != 0) {
+            upstream_token_free(token);
+            log_error(NULL, "upstream: %s", err);
+            goto out;
+        }
+        upstream_token_free(token);
+        outbox_set_upstream(a.outbox, a.up);
+        reaper_on_report(a.reaper, on_report_made, a.outbox);
+        log_info(NULL, "upstream: delivering reports (at least once)");
+    } else {
+        log_info(NULL,
+                 "upstream: none; reports stay in %s/reports.jsonl "
+                 "and the state database",
+                 a.cfg->state_dir);
+    }
     if (ctrd_path != NULL) {
         ctrd = ctrd_new(a.loop, ctrd_path, a.cfg->containerd_namespace,
                         (long)a.cfg->docker_request_timeout_ms,
@@ -309,6 +424,7 @@ main(int argc, char **argv)
     status = status_new(a.loop, a.cfg->status_listen, a.reaper);
     if (status == NULL)
         goto out;
+    status_set_store(status, store);
     sigterm = evsignal_new(loop_base(a.loop), SIGTERM, on_stop, &a);
     sigint = evsignal_new(loop_base(a.loop), SIGINT, on_stop, &a);
     sighup = evsignal_new(loop_base(a.loop), SIGHUP, on_hup, &a);
@@ -335,12 +451,16 @@ out:
         event_free(sighup);
     status_free(status);
     reaper_free(a.reaper);
+    upstream_free(a.up);
+    outbox_free(a.outbox);
     if (store != NULL && store_close(store) != STORE_OK)
         log_error(NULL, "state: closing the database failed");
     ctrd_free(ctrd);
     docker_free(docker);
     loop_free(a.loop);
     report_log_close(rl);
+    if (lock_fd >= 0)
+        close(lock_fd);
     config_free(a.cfg);
     return result;
 }

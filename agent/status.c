@@ -25,15 +25,21 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "loop.h"
+#include "json.h"
 #include "reaper.h"
+#include "store.h"
 
 #define MAX_HEADERS_SIZE 8192
 #define MAX_BODY_SIZE    1024
 #define REQUEST_TIMEOUT  10
 
+#define REPORTS_DEFAULT 50
+#define REPORTS_MAX     1000
+
 struct status {
     struct evhttp *http;
     struct reaper *reaper;
+    struct store *store; /* may be NULL */
     char *unix_path;
 };
 
@@ -273,6 +279,37 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     metric(b, "reapd_containerd_connected", "gauge",
            "1 when the containerd event stream is open.",
            st.containerd_connected);
+    metric(b, "reapd_state_write_errors_total", "counter",
+           "Writes to the state database that failed (disk full...).",
+           st.store_errors);
+    metric(b, "reapd_reports_unstored", "gauge",
+           "Reports made but not yet accepted by the state database.",
+           st.reports_unsaved);
+    if (s->store != NULL) {
+        struct store_counts sc;
+
+        if (store_counts(s->store, &sc) == STORE_OK) {
+            metric(b, "reapd_outbox_pending", "gauge",
+                   "Reports waiting for upstream delivery.", sc.pending);
+            evbuffer_add_printf(b, "# HELP reapd_outbox_reports Reports in "
+                                   "the outbox, by delivery state.\n"
+                                   "# TYPE reapd_outbox_reports gauge\n");
+            evbuffer_add_printf(b,
+                                "reapd_outbox_reports{state=\"pending\"} "
+                                "%llu\n",
+                                (unsigned long long)sc.pending);
+            evbuffer_add_printf(b,
+                                "reapd_outbox_reports{state=\"delivered\"}"
+                                " %llu\n",
+                                (unsigned long long)sc.delivered);
+            evbuffer_add_printf(b,
+                                "reapd_outbox_reports{state=\"dead\"} "
+                                "%llu\n",
+                                (unsigned long long)sc.dead);
+            metric(b, "reapd_state_db_bytes", "gauge",
+                   "Size of the state database.", sc.db_bytes);
+        }
+    }
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "text/plain; version=0.0.4");
     reply(req, 200, "OK", b);
@@ -325,6 +362,115 @@ serve_leaks(struct status *s, struct evhttp_request *req)
     yajl_gen_free(g);
 }
 
+/* Writes a parsed document back out (our own report, read from the
+ * store); depth is bounded by the parser's limits. */
+static void
+gen_node(yajl_gen g, const struct json_node *n)
+{
+    size_t i;
+
+    switch (n->type) {
+    case JSON_NULL:
+        yajl_gen_null(g);
+        break;
+    case JSON_BOOL:
+        yajl_gen_bool(g, n->boolean);
+        break;
+    case JSON_NUMBER:
+        yajl_gen_number(g, n->str, n->len);
+        break;
+    case JSON_STRING:
+        yajl_gen_string(g, (const unsigned char *)n->str, n->len);
+        break;
+    case JSON_OBJECT:
+        yajl_gen_map_open(g);
+        for (i = 0; i < n->count; i++) {
+            yajl_gen_string(g, (const unsigned char *)n->items[i]->key,
+                            n->items[i]->key_len);
+            gen_node(g, n->items[i]);
+        }
+        yajl_gen_map_close(g);
+        break;
+    case JSON_ARRAY:
+        yajl_gen_array_open(g);
+        for (i = 0; i < n->count; i++)
+            gen_node(g, n->items[i]);
+        yajl_gen_array_close(g);
+        break;
+    }
+}
+
+static void
+serve_reports(struct status *s, struct evhttp_request *req)
+{
+    struct json_limits lim = {.max_bytes = 1u << 20, .max_depth = 8};
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct store_reports list = {0};
+    long limit = REPORTS_DEFAULT;
+    yajl_gen g;
+    size_t i;
+
+    if (q != NULL && *q != '\0') {
+        char *end;
+
+        if (strncmp(q, "limit=", 6) != 0 || q[6] == '\0') {
+            send_error(req, 400, "Bad Request", "only ?limit=N is known");
+            return;
+        }
+        limit = strtol(q + 6, &end, 10);
+        if (*end != '\0' || limit < 1 || limit > REPORTS_MAX) {
+            send_error(req, 400, "Bad Request",
+                       "limit must be an integer in 1..1000");
+            return;
+        }
+    }
+    if (s->store == NULL) {
+        send_error(req, 503, "Service Unavailable", "no durable state");
+        return;
+    }
+    if (store_recent(s->store, (size_t)limit, true, &list) < 0) {
+        send_error(req, 500, "Internal Server Error", store_errmsg(s->store));
+        return;
+    }
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL) {
+        store_reports_free(&list);
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    yajl_gen_map_open(g);
+    gstr(g, "reports");
+    yajl_gen_array_open(g);
+    for (i = 0; i < list.n; i++) {
+        const struct store_report *r = &list.v[i];
+        struct json_node *body = NULL;
+
+        if (r->body != NULL)
+            body = json_parse(r->body, r->body_len, &lim, 0, NULL, 0, NULL);
+        yajl_gen_map_open(g);
+        gstr(g, "report_id");
+        gstr(g, r->report_id);
+        gstr(g, "delivery");
+        gstr(g, store_state_name(r->state));
+        gstr(g, "attempts");
+        yajl_gen_integer(g, r->attempts);
+        gstr(g, "last_error");
+        gstr(g, r->last_error);
+        gstr(g, "report");
+        if (body != NULL)
+            gen_node(g, body);
+        else
+            yajl_gen_null(g);
+        yajl_gen_map_close(g);
+        json_free(body);
+    }
+    yajl_gen_array_close(g);
+    yajl_gen_map_close(g);
+    send_json(req, 200, "OK", g);
+    yajl_gen_free(g);
+    store_reports_free(&list);
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -360,6 +506,8 @@ on_request(struct evhttp_request *req, void *arg)
         serve_readyz(s, req);
     } else if (strcmp(path, "/metrics") == 0) {
         serve_metrics(s, req);
+    } else if (strcmp(path, "/v1/reports") == 0) {
+        serve_reports(s, req);
     } else if (strcmp(path, "/v1/leaks") == 0) {
         serve_leaks(s, req);
     } else if (strcmp(path, "/v1/containers") == 0) {
@@ -483,6 +631,12 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
 fail:
     status_free(s);
     return NULL;
+}
+
+void
+status_set_store(struct status *s, struct store *st)
+{
+    s->store = st;
 }
 
 void

@@ -22,4 +22,8 @@ struct status *status_new(struct loop *l, const char *listen,
                           struct reaper *reaper);
 void status_free(struct status *s);
 
+/* Serves /v1/reports and the outbox metrics from `st` (borrowed). */
+struct store;
+void status_set_store(struct status *s, struct store *st);
+
 #endif

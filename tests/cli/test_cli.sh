@@ -96,6 +96,17 @@ case "$body" in
 esac
 ok "/readyz 503 with a JSON reason while the engine is down"
 
+# A second reapd on the same state_dir is refused (exit 1), the first
+# keeps running.
+set +e
+"$BIN" -c "$T/good.json" 2>"$T/second.err"
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || fail "second reapd on the same state_dir: exit $rc, want 1"
+grep -q "another reapd uses" "$T/second.err" || fail "no clear message: $(cat "$T/second.err")"
+kill -0 "$pid" || fail "the first reapd died"
+ok "a second reapd on the same state_dir is refused"
+
 cp "$T/good.json" "$T/good.json.bak"
 echo '{ "delete": { "max_in_flight": 0 } }' >"$T/good.json"
 kill -HUP "$pid"

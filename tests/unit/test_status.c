@@ -549,8 +549,9 @@ t_metrics(void **state)
         samples++;
     }
     /* 4 counters, a gauge per state, 4 removal results, leaked tasks, 2
-     * reaped-task counters, containerd connected. */
-    assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4);
+     * reaped-task counters, containerd connected, state write errors,
+     * unstored reports (no store here: no outbox gauges). */
+    assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 2);
     resp_clear(&r);
     h_free(h);
 }

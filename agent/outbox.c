@@ -1,0 +1,196 @@
+/*
+ * outbox — store -> upstream; see outbox.h.
+ *
+ * A pump runs on the next loop turn after each kick and every few seconds
+ * as a safety net: it asks the store for what is due and submits it.
+ * upstream refuses a report it already holds (-EEXIST), so a report whose
+ * retry upstream is still waiting on is never sent twice at once.
+ */
+#include "outbox.h"
+
+#include <errno.h>
+#include <event2/event.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "loop.h"
+#include "report.h"
+#include "store.h"
+#include "upstream.h"
+
+#define DUE_BATCH     64
+#define SAFETY_NET_MS 5000
+
+struct outbox {
+    struct store *st;
+    struct upstream *up;
+    struct event *pump_ev;  /* next loop turn */
+    struct event *timer_ev; /* safety net */
+    struct outbox_stats stats;
+};
+
+static void
+pump(struct outbox *ob)
+{
+    struct store_reports due = {0};
+    size_t i;
+    int rc;
+
+    if (ob->up == NULL)
+        return;
+    rc = store_due(ob->st, report_now_ms(), DUE_BATCH, &due);
+    if (rc < 0) {
+        ob->stats.store_errors++;
+        log_error(NULL, "outbox: cannot read due reports: %s",
+                  store_errmsg(ob->st));
+        return;
+    }
+    for (i = 0; i < due.n; i++) {
+        const struct store_report *r = &due.v[i];
+
+        rc = upstream_submit(ob->up, r->report_id, r->container_id, r->body,
+                             r->body_len);
+        if (rc != 0 && rc != -EEXIST)
+            log_error(r->container_id, "outbox: report %s refused: %s",
+                      r->report_id, strerror(-rc));
+    }
+    store_reports_free(&due);
+}
+
+static void
+on_pump(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    pump(arg);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct outbox *ob = arg;
+    struct timeval tv = {SAFETY_NET_MS / 1000, 0};
+
+    (void)fd;
+    (void)what;
+    pump(ob);
+    evtimer_add(ob->timer_ev, &tv);
+}
+
+void
+outbox_kick(struct outbox *ob)
+{
+    if (ob != NULL && ob->up != NULL)
+        event_active(ob->pump_ev, EV_TIMEOUT, 0);
+}
+
+static void
+marked(struct outbox *ob, int rc, const struct upstream_outcome *o)
+{
+    /* NOT_FOUND: it was already delivered or dead (a report submitted
+     * twice across a restart); nothing to record. */
+    if (rc < 0) {
+        ob->stats.store_errors++;
+        log_error(o->container_id,
+                  "outbox: cannot record the outcome of report %s: %s; it "
+                  "will be delivered again (same Idempotency-Key)",
+                  o->report_id, store_errmsg(ob->st));
+    }
+    outbox_kick(ob);
+}
+
+static void
+on_delivered(const struct upstream_outcome *o, void *arg)
+{
+    struct outbox *ob = arg;
+
+    ob->stats.delivered++;
+    log_info(o->container_id, "report %s delivered upstream (attempt %u)",
+             o->report_id, o->attempts);
+    marked(ob, store_mark_delivered(ob->st, o->report_id, report_now_ms()), o);
+}
+
+static void
+on_retry(const struct upstream_outcome *o, void *arg)
+{
+    struct outbox *ob = arg;
+
+    ob->stats.retries++;
+    log_warn(o->container_id, "report %s: %s; retrying in %llu ms",
+             o->report_id, o->error, (unsigned long long)o->delay_ms);
+    marked(ob,
+           store_mark_retry(ob->st, o->report_id,
+                            report_now_ms() + (int64_t)o->delay_ms, o->error),
+           o);
+}
+
+static void
+on_dead(const struct upstream_outcome *o, void *arg)
+{
+    struct outbox *ob = arg;
+
+    ob->stats.dead++;
+    log_error(o->container_id,
+              "report %s rejected upstream (HTTP %ld: %s): kept as a dead "
+              "letter",
+              o->report_id, o->status, o->error);
+    marked(ob, store_mark_dead(ob->st, o->report_id, o->error), o);
+}
+
+const struct upstream_cbs *
+outbox_upstream_cbs(void)
+{
+    static const struct upstream_cbs cbs = {
+        .delivered = on_delivered,
+        .retry = on_retry,
+        .dead = on_dead,
+    };
+
+    return &cbs;
+}
+
+struct outbox *
+outbox_new(struct loop *l, struct store *st, struct upstream *u)
+{
+    struct outbox *ob = calloc(1, sizeof(*ob));
+    struct timeval tv = {SAFETY_NET_MS / 1000, 0};
+
+    if (ob == NULL)
+        return NULL;
+    ob->st = st;
+    ob->up = u;
+    ob->pump_ev = event_new(loop_base(l), -1, 0, on_pump, ob);
+    ob->timer_ev = evtimer_new(loop_base(l), on_timer, ob);
+    if (ob->pump_ev == NULL || ob->timer_ev == NULL) {
+        outbox_free(ob);
+        return NULL;
+    }
+    evtimer_add(ob->timer_ev, &tv);
+    return ob;
+}
+
+void
+outbox_set_upstream(struct outbox *ob, struct upstream *u)
+{
+    ob->up = u;
+    outbox_kick(ob);
+}
+
+void
+outbox_free(struct outbox *ob)
+{
+    if (ob == NULL)
+        return;
+    if (ob->pump_ev != NULL)
+        event_free(ob->pump_ev);
+    if (ob->timer_ev != NULL)
+        event_free(ob->timer_ev);
+    free(ob);
+}
+
+void
+outbox_stats(const struct outbox *ob, struct outbox_stats *out)
+{
+    *out = ob->stats;
+}
