@@ -39,6 +39,9 @@
  *   delete.retry_base_ms         500                   10 .. 3600000
  *   delete.retry_max_ms          30000                 10 .. 86400000
  *                                                      (and >= retry_base_ms)
+ *   retention.delivered_max_age_ms 604800000 (7 days)  0 .. 1 year (0: no
+ *                                                      age limit)
+ *   retention.delivered_max_count 100000               0 .. 1e8 (0: none)
  *   policies                     [managed, see below]  array of policies
  *   policies[].name              (required)            non-empty, unique
  *   policies[].match.labels      {}                    key: value | "*"
@@ -150,6 +153,13 @@ static const struct field upstream_fields[] = {
     {"max_in_flight", F_INT, AT(upstream_max_in_flight), 1, 1024, NULL},
     {"retry_base_ms", F_INT, AT(upstream_retry_base_ms), 10, 3600000, NULL},
     {"retry_max_ms", F_INT, AT(upstream_retry_max_ms), 10, 86400000, NULL},
+};
+
+static const struct field retention_fields[] = {
+    {"delivered_max_age_ms", F_INT, AT(retention_delivered_max_age_ms), 0,
+     INT64_C(31536000000), NULL},
+    {"delivered_max_count", F_INT, AT(retention_delivered_max_count), 0,
+     100000000, NULL},
 };
 
 static const struct field delete_fields[] = {
@@ -1045,6 +1055,9 @@ parse_root(struct ctx *c, const struct json_node *root, struct config *cfg)
         else if (strcmp(k, "delete") == 0)
             parse_section(c, m, "delete", delete_fields,
                           NFIELDS(delete_fields), cfg);
+        else if (strcmp(k, "retention") == 0)
+            parse_section(c, m, "retention", retention_fields,
+                          NFIELDS(retention_fields), cfg);
         else if (strcmp(k, "upstream") == 0)
             parse_upstream(c, m, cfg);
         else if (strcmp(k, "policies") == 0)
@@ -1116,6 +1129,8 @@ make_default(const char *source)
     cfg->upstream_url = NULL;
     cfg->upstream_timeout_ms = 5000;
     cfg->upstream_max_in_flight = 4;
+    cfg->retention_delivered_max_age_ms = INT64_C(604800000);
+    cfg->retention_delivered_max_count = 100000;
     cfg->upstream_retry_base_ms = 1000;
     cfg->upstream_retry_max_ms = 300000;
     cfg->delete_max_in_flight = 8;

@@ -59,6 +59,11 @@ struct config {
     /* default: one policy, "managed" (label reapd.managed=true ->
      * remove), and default_action ignore. A file's "policies" replaces
      * the whole list. */
+    /* Delivered reports are pruned from the state database beyond these
+     * (pending and dead ones never are); 0: no limit. */
+    int64_t retention_delivered_max_age_ms; /* 7 days */
+    int64_t retention_delivered_max_count;  /* 100000 */
+
     struct policy_set policies;
 
     enum log_level log_level;   /* info */

@@ -139,6 +139,8 @@ struct reaper {
     bool flush_scheduled;
     bool store_failing; /* the last write failed; logged once */
     struct event *store_retry;
+    struct event *prune_timer;
+    uint64_t pruned;
     struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */
     size_t nunsaved;
     uint64_t store_errors;
@@ -627,6 +629,38 @@ store_report(struct reaper *r, const char *id, const char *cid,
     if (r->cfg->upstream_url == NULL)
         store_mark_delivered(r->store, id, report_now_ms());
     return 0;
+}
+
+#define PRUNE_INTERVAL_S 600
+
+/* Retention: delivered reports beyond the configured age or count go;
+ * pending and dead ones stay (store_prune never touches them). */
+static void
+on_prune(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+    const struct config *cfg = r->cfg;
+    struct timeval tv = {PRUNE_INTERVAL_S, 0};
+    uint64_t n = 0;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    rc = store_prune(r->store, report_now_ms(),
+                     cfg->retention_delivered_max_age_ms > 0
+                         ? cfg->retention_delivered_max_age_ms
+                         : -1,
+                     cfg->retention_delivered_max_count > 0
+                         ? cfg->retention_delivered_max_count
+                         : -1,
+                     &n);
+    store_result(r, rc, "pruning delivered reports");
+    if (n > 0) {
+        r->pruned += n;
+        log_info(NULL, "state: pruned %llu delivered reports",
+                 (unsigned long long)n);
+    }
+    evtimer_add(r->prune_timer, &tv);
 }
 
 static void
@@ -1783,9 +1817,10 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
     r->flush_ev = event_new(loop_base(l), -1, 0, on_flush, r);
     r->store_retry = evtimer_new(loop_base(l), on_store_retry, r);
+    r->prune_timer = evtimer_new(loop_base(l), on_prune, r);
     if (r->buckets == NULL || r->tombs == NULL || r->grant_ev == NULL ||
         r->relist_timer == NULL || r->flush_ev == NULL ||
-        r->store_retry == NULL) {
+        r->store_retry == NULL || r->prune_timer == NULL) {
         reaper_free(r);
         return NULL;
     }
@@ -1835,6 +1870,8 @@ reaper_free(struct reaper *r)
         event_free(r->flush_ev);
     if (r->store_retry != NULL)
         event_free(r->store_retry);
+    if (r->prune_timer != NULL)
+        event_free(r->prune_timer);
     if (r->grant_ev != NULL)
         event_free(r->grant_ev);
     if (r->relist_timer != NULL)
@@ -1886,8 +1923,11 @@ reaper_start(struct reaper *r)
     if (r->store != NULL) {
         int64_t since = 0;
 
+        struct timeval soon = {0, 0};
+
         if (load_records(r) != 0)
             return -1;
+        evtimer_add(r->prune_timer, &soon);
         /* Resume the stream where the last run stopped reading; the
          * relist after subscribing covers what the engine no longer
          * buffers. */
@@ -1934,6 +1974,7 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->store_errors = r->store_errors;
     out->reports_unsaved = r->nunsaved;
     out->duplicates = r->duplicates;
+    out->pruned = r->pruned;
     out->leaked_tasks = r->nleaks;
     out->tasks_reaped = r->tasks_reaped;
     out->orphans_reaped = r->orphans_reaped;

@@ -282,6 +282,10 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     metric(b, "reapd_state_write_errors_total", "counter",
            "Writes to the state database that failed (disk full...).",
            st.store_errors);
+    metric(b, "reapd_reports_pruned_total", "counter",
+           "Delivered reports removed from the state database by "
+           "retention.",
+           st.pruned);
     metric(b, "reapd_reports_unstored", "gauge",
            "Reports made but not yet accepted by the state database.",
            st.reports_unsaved);

@@ -550,8 +550,8 @@ t_metrics(void **state)
     }
     /* 4 counters, a gauge per state, 4 removal results, leaked tasks, 2
      * reaped-task counters, containerd connected, state write errors,
-     * unstored reports (no store here: no outbox gauges). */
-    assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 2);
+     * pruned and unstored reports (no store here: no outbox gauges). */
+    assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3);
     resp_clear(&r);
     h_free(h);
 }
