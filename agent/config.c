@@ -42,6 +42,7 @@
  *   retention.delivered_max_age_ms 604800000 (7 days)  0 .. 1 year (0: no
  *                                                      age limit)
  *   retention.delivered_max_count 100000               0 .. 1e8 (0: none)
+ *   retention.max_db_bytes       1073741824 (1 GiB)    0 .. 1 TiB (0: none)
  *   policies                     [managed, see below]  array of policies
  *   policies[].name              (required)            non-empty, unique
  *   policies[].match.labels      {}                    key: value | "*"
@@ -160,6 +161,8 @@ static const struct field retention_fields[] = {
      INT64_C(31536000000), NULL},
     {"delivered_max_count", F_INT, AT(retention_delivered_max_count), 0,
      100000000, NULL},
+    {"max_db_bytes", F_INT, AT(retention_max_db_bytes), 0,
+     INT64_C(1099511627776), NULL},
 };
 
 static const struct field delete_fields[] = {
@@ -1131,6 +1134,7 @@ make_default(const char *source)
     cfg->upstream_max_in_flight = 4;
     cfg->retention_delivered_max_age_ms = INT64_C(604800000);
     cfg->retention_delivered_max_count = 100000;
+    cfg->retention_max_db_bytes = INT64_C(1073741824);
     cfg->upstream_retry_base_ms = 1000;
     cfg->upstream_retry_max_ms = 300000;
     cfg->delete_max_in_flight = 8;

@@ -63,6 +63,9 @@ struct config {
      * (pending and dead ones never are); 0: no limit. */
     int64_t retention_delivered_max_age_ms; /* 7 days */
     int64_t retention_delivered_max_count;  /* 100000 */
+    /* The state database never grows past this; beyond it, writes fail
+     * as on a full disk (loudly, nothing accepted is lost). 0: none. */
+    int64_t retention_max_db_bytes; /* 1 GiB */
 
     struct policy_set policies;
 

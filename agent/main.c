@@ -383,6 +383,11 @@ main(int argc, char **argv)
         log_error(NULL, "state: %s", err);
         goto out;
     }
+    if (a.cfg->retention_max_db_bytes > 0 &&
+        store_set_size_limit(store, (uint64_t)a.cfg->retention_max_db_bytes,
+                             NULL) != STORE_OK)
+        log_warn(NULL, "state: cannot cap the database size: %s",
+                 store_errmsg(store));
     reaper_set_store(a.reaper, store);
     log_info(NULL, "state: %s", store_path(store));
     if (a.cfg->upstream_url != NULL) {

@@ -203,7 +203,7 @@ struct store {
     size_t npend;
     size_t pend_bytes;
 
-    char errmsg[256];
+    char errmsg[1024];
 };
 
 /* ---- results and messages -------------------------------------------- */
@@ -517,23 +517,27 @@ out:
 static int
 open_fail(struct store *st, int result, const char *what, const char *detail)
 {
+    int n; /* a long path may cut the message; that is fine */
+
     switch (result) {
     case STORE_CORRUPT:
-        snprintf(st->errmsg, sizeof(st->errmsg),
-                 "%s: %s: %s; the file is not a usable reapd database:"
-                 " move it aside to start with an empty state",
-                 st->path, what, detail);
+        n = snprintf(st->errmsg, sizeof(st->errmsg),
+                     "%.400s: %.100s: %.300s; the file is not a usable reapd "
+                     "database: move it aside to start with an empty state",
+                     st->path, what, detail);
         break;
     case STORE_BUSY:
-        snprintf(st->errmsg, sizeof(st->errmsg),
-                 "%s: %s: %s; is another reapd using this state_dir?",
-                 st->path, what, detail);
+        n = snprintf(st->errmsg, sizeof(st->errmsg),
+                     "%.400s: %.100s: %.300s; is another reapd using this "
+                     "state_dir?",
+                     st->path, what, detail);
         break;
     default:
-        snprintf(st->errmsg, sizeof(st->errmsg), "%s: %s: %s", st->path, what,
-                 detail);
+        n = snprintf(st->errmsg, sizeof(st->errmsg), "%.400s: %.100s: %.300s",
+                     st->path, what, detail);
         break;
     }
+    (void)n;
     return result;
 }
 
