@@ -845,22 +845,22 @@ load_records(struct reaper *r)
 static void
 resume_loaded(struct reaper *r)
 {
-    struct rec **todo, *c;
+    struct rec **waiting, *c;
     size_t b, n = 0, i;
     int64_t now_wall = report_now_ms();
 
-    todo = calloc(r->nrecs ? r->nrecs : 1, sizeof(*todo));
-    if (todo == NULL)
+    waiting = calloc(r->nrecs ? r->nrecs : 1, sizeof(*waiting));
+    if (waiting == NULL)
         return;
     for (b = 0; b < r->nbuckets; b++)
         for (c = r->buckets[b]; c != NULL; c = c->hnext)
             if (c->resume_pending)
-                todo[n++] = c;
+                waiting[n++] = c;
     for (i = 0; i < n; i++) {
         struct lc_result res;
         uint64_t since = 0;
 
-        c = todo[i];
+        c = waiting[i];
         c->resume_pending = false;
         if (c->exited_wall_ms > 0 && now_wall > c->exited_wall_ms)
             since = (uint64_t)(now_wall - c->exited_wall_ms);
@@ -868,7 +868,7 @@ resume_loaded(struct reaper *r)
         if (apply(c, &res))
             persist(c);
     }
-    free(todo);
+    free(waiting);
 }
 
 /* ---- reports ---------------------------------------------------------- */
