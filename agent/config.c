@@ -22,6 +22,8 @@
  *   containerd.reap_orphans      true                  boolean
  *   status.listen                "127.0.0.1:9323"      HOST:PORT | unix:/path
  *                                                      | "off"
+ *   status.token_file            null                  readable abs path
+ *   status.max_connections       64                    1 .. 65536
  *   upstream.url                 null                  null | http(s)://...
  *   upstream.timeout_ms          5000                  100 .. 600000
  *   upstream.token_file          null                  readable abs path
@@ -75,6 +77,8 @@
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <yajl/yajl_gen.h>
 
 #include "json.h"
 
@@ -139,6 +143,9 @@ static const struct field containerd_fields[] = {
 
 static const struct field status_fields[] = {
     {"listen", F_STR, AT(status_listen), 0, 0, check_listen},
+    {"token_file", F_NULLABLE_STR, AT(status_token_file), 0, 0,
+     check_readable},
+    {"max_connections", F_INT, AT(status_max_connections), 1, 65536, NULL},
 };
 
 static const struct field upstream_fields[] = {
@@ -1129,6 +1136,7 @@ make_default(const char *source)
     cfg->containerd_audit_interval_ms = 60000;
     cfg->containerd_reap_orphans = true;
     cfg->status_listen = strdup("127.0.0.1:9323");
+    cfg->status_max_connections = 64;
     cfg->upstream_url = NULL;
     cfg->upstream_timeout_ms = 5000;
     cfg->upstream_max_in_flight = 4;
@@ -1334,6 +1342,7 @@ config_free(struct config *cfg)
     free(cfg->containerd_socket);
     free(cfg->containerd_namespace);
     free(cfg->status_listen);
+    free(cfg->status_token_file);
     free(cfg->upstream_url);
     free(cfg->upstream_token_file);
     free(cfg->upstream_ca_file);
@@ -1361,4 +1370,212 @@ config_errors_clear(struct config_errors *errs)
     free(errs->lines);
     errs->lines = NULL;
     errs->count = 0;
+}
+
+/* ---- the effective config, as JSON ------------------------------------ */
+
+#define REDACTED "<redacted>"
+
+static void
+gen_str(yajl_gen g, const char *s)
+{
+    if (!s)
+        yajl_gen_null(g);
+    else
+        yajl_gen_string(g, (const unsigned char *)s, strlen(s));
+}
+
+static void
+gen_int(yajl_gen g, int64_t v)
+{
+    yajl_gen_integer(g, (long long)v);
+}
+
+static void
+gen_fields(yajl_gen g, const struct config *cfg, const struct field *f,
+           size_t n)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        const char *base = (const char *)cfg + f[i].off;
+
+        gen_str(g, f[i].key);
+        if (f[i].type == F_INT)
+            gen_int(g, *(const int64_t *)(const void *)base);
+        else if (f[i].type == F_BOOL)
+            yajl_gen_bool(g, *(const bool *)(const void *)base);
+        else
+            gen_str(g, *(char *const *)(const void *)base);
+    }
+}
+
+static void
+gen_section(yajl_gen g, const struct config *cfg, const char *name,
+            const struct field *f, size_t n)
+{
+    gen_str(g, name);
+    yajl_gen_map_open(g);
+    gen_fields(g, cfg, f, n);
+    yajl_gen_map_close(g);
+}
+
+/*
+ * The URL without what may carry a credential: "user:pass@" and the
+ * query or fragment (signed URLs put tokens there). Malloc'd, or NULL.
+ */
+static char *
+redact_url(const char *url)
+{
+    const char *scheme_end = strstr(url, "://");
+    const char *auth, *auth_end, *at, *cut;
+    size_t n;
+    char *out;
+
+    if (!scheme_end)
+        return strdup(REDACTED);
+    auth = scheme_end + 3;
+    auth_end = auth + strcspn(auth, "/?#");
+    at = NULL;
+    for (cut = auth; cut < auth_end; cut++)
+        if (*cut == '@')
+            at = cut; /* the last '@' ends the userinfo */
+    cut = auth_end + strcspn(auth_end, "?#");
+    n = strlen(url) + 2 * sizeof(REDACTED) + 2;
+    out = malloc(n);
+    if (!out)
+        return NULL;
+    if (at)
+        snprintf(out, n, "%.*s" REDACTED "@%.*s", (int)(auth - url), url,
+                 (int)(cut - (at + 1)), at + 1);
+    else
+        snprintf(out, n, "%.*s", (int)(cut - url), url);
+    if (*cut)
+        snprintf(out + strlen(out), n - strlen(out), "%c" REDACTED, *cut);
+    return out;
+}
+
+static void
+gen_policy(yajl_gen g, const struct policy *p)
+{
+    size_t i;
+
+    yajl_gen_map_open(g);
+    gen_str(g, "name");
+    gen_str(g, p->name);
+    gen_str(g, "match");
+    yajl_gen_map_open(g);
+    gen_str(g, "labels");
+    yajl_gen_map_open(g);
+    for (i = 0; i < p->nmatch_labels; i++) {
+        gen_str(g, p->match_labels[i].key);
+        gen_str(g, p->match_labels[i].value);
+    }
+    yajl_gen_map_close(g);
+    if (p->match_name) {
+        gen_str(g, "name");
+        gen_str(g, p->match_name);
+    }
+    if (p->match_image) {
+        gen_str(g, "image");
+        gen_str(g, p->match_image);
+    }
+    yajl_gen_map_close(g);
+    gen_str(g, "action");
+    gen_str(g, policy_action_name(p->action));
+    gen_str(g, "delay_ms");
+    gen_int(g, p->delay_ms);
+    gen_str(g, "force");
+    yajl_gen_bool(g, p->force);
+    gen_str(g, "remove_volumes");
+    yajl_gen_bool(g, p->remove_volumes);
+    gen_str(g, "reap_leaked_tasks");
+    yajl_gen_bool(g, p->reap_leaked_tasks);
+    gen_str(g, "report");
+    yajl_gen_bool(g, p->report);
+    /* Not kept once validated, but implied: a remove policy that loaded
+     * with an empty match must have said it. */
+    gen_str(g, "allow_match_all");
+    yajl_gen_bool(g, p->action == POLICY_REMOVE && !p->nmatch_labels &&
+                         !p->match_name && !p->match_image);
+    yajl_gen_map_close(g);
+}
+
+char *
+config_to_json(const struct config *cfg, bool redact, size_t *len)
+{
+    static const char *const level_names[] = {"debug", "info", "warn",
+                                              "error"};
+    yajl_gen g = yajl_gen_alloc(NULL);
+    const unsigned char *buf;
+    char *url = NULL, *out = NULL;
+    size_t i, n;
+
+    if (!g)
+        return NULL;
+    if (cfg->upstream_url && redact) {
+        url = redact_url(cfg->upstream_url);
+        if (!url)
+            goto out;
+    }
+    yajl_gen_map_open(g);
+    gen_str(g, "source");
+    gen_str(g, cfg->source);
+    gen_fields(g, cfg, top_fields, NFIELDS(top_fields));
+    gen_section(g, cfg, "docker", docker_fields, NFIELDS(docker_fields));
+    gen_section(g, cfg, "containerd", containerd_fields,
+                NFIELDS(containerd_fields));
+    gen_section(g, cfg, "retention", retention_fields,
+                NFIELDS(retention_fields));
+    gen_section(g, cfg, "status", status_fields, NFIELDS(status_fields));
+
+    gen_str(g, "upstream");
+    yajl_gen_map_open(g);
+    for (i = 0; i < NFIELDS(upstream_fields); i++) {
+        if (upstream_fields[i].off == AT(upstream_url) && redact) {
+            gen_str(g, "url");
+            gen_str(g, url);
+            continue;
+        }
+        gen_fields(g, cfg, &upstream_fields[i], 1);
+    }
+    gen_str(g, "headers");
+    yajl_gen_map_open(g);
+    for (i = 0; i < cfg->nupstream_headers; i++) {
+        gen_str(g, cfg->upstream_headers[i].name);
+        gen_str(g, redact ? REDACTED : cfg->upstream_headers[i].value);
+    }
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+
+    gen_section(g, cfg, "delete", delete_fields, NFIELDS(delete_fields));
+    gen_str(g, "policies");
+    yajl_gen_array_open(g);
+    for (i = 0; i < cfg->policies.count; i++)
+        gen_policy(g, &cfg->policies.items[i]);
+    yajl_gen_array_close(g);
+    gen_str(g, "default_action");
+    gen_str(g, policy_action_name(cfg->policies.default_action));
+    gen_str(g, "log");
+    yajl_gen_map_open(g);
+    gen_str(g, "level");
+    gen_str(g, level_names[cfg->log_level]);
+    gen_str(g, "format");
+    gen_str(g, cfg->log_format == LOG_JSON ? "json" : "text");
+    yajl_gen_map_close(g);
+    yajl_gen_map_close(g);
+
+    if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok)
+        goto out;
+    out = malloc(n + 1);
+    if (!out)
+        goto out;
+    memcpy(out, buf, n);
+    out[n] = '\0';
+    if (len)
+        *len = n;
+out:
+    free(url);
+    yajl_gen_free(g);
+    return out;
 }

@@ -36,6 +36,10 @@ struct config {
     bool containerd_reap_orphans;         /* true */
 
     char *status_listen; /* "127.0.0.1:9323" | "unix:/path" | "off" */
+    /* NULL: the endpoint is open; else a file whose content is the
+     * bearer token every endpoint but /livez and /readyz requires. */
+    char *status_token_file;
+    int64_t status_max_connections; /* 64: open connections at once */
 
     char *upstream_url;          /* NULL: no upstream */
     int64_t upstream_timeout_ms; /* 5000 */
@@ -99,6 +103,16 @@ int config_parse(const char *source, const char *text, size_t len,
                  struct config **out, struct config_errors *errs);
 
 void config_free(struct config *cfg);
+
+/*
+ * The effective config as one JSON object (every key, defaults
+ * included) in a malloc'd, NUL-terminated buffer; *len (may be NULL)
+ * gets its length. With `redact`, what could be a secret is replaced by
+ * "<redacted>": upstream header values, and the userinfo, query and
+ * fragment of upstream.url; files (token_file...) are shown by path,
+ * never read. NULL when out of memory.
+ */
+char *config_to_json(const struct config *cfg, bool redact, size_t *len);
 void config_errors_clear(struct config_errors *errs);
 
 #endif

@@ -42,6 +42,7 @@ struct app {
     struct reaper *reaper;
     struct upstream *up; /* NULL: no upstream.url */
     struct outbox *outbox;
+    struct status *status;
 };
 
 /* upstream_opts from the config; the token is read from its file (the
@@ -217,6 +218,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
     struct app *a = arg;
     struct config *next = NULL;
     struct config_errors errs = {0};
+    char *status_token = NULL, err[256];
     size_t i;
 
     (void)sig;
@@ -234,6 +236,16 @@ on_hup(evutil_socket_t sig, short what, void *arg)
                   "force",
                   a->config_path);
         config_errors_clear(&errs);
+        status_note_reload(a->status, false);
+        return;
+    }
+    /* Read before anything is swapped, so a bad token file rejects the
+     * whole reload. */
+    if (status_read_token(next, &status_token, err, sizeof(err)) != 0) {
+        log_error(NULL, "reload rejected: status.token_file: %s", err);
+        log_error(NULL, "SIGHUP: the old config stays in force");
+        config_free(next);
+        status_note_reload(a->status, false);
         return;
     }
     if (strcmp(next->docker_socket, a->cfg->docker_socket) != 0 ||
@@ -246,18 +258,22 @@ on_hup(evutil_socket_t sig, short what, void *arg)
                        "effect at the next start");
     else if (a->up != NULL) {
         struct upstream_opts uo;
-        char *token = NULL, err[256];
+        char *token = NULL;
 
         if (upstream_options(next, &uo, &token) != 0) {
+            upstream_token_free(status_token);
             config_free(next);
             log_error(NULL, "SIGHUP: the old config stays in force");
+            status_note_reload(a->status, false);
             return;
         }
         if (upstream_update(a->up, &uo, err, sizeof(err)) != 0) {
             log_error(NULL, "reload rejected: upstream: %s", err);
             upstream_token_free(token);
+            upstream_token_free(status_token);
             config_free(next);
             log_error(NULL, "SIGHUP: the old config stays in force");
+            status_note_reload(a->status, false);
             return;
         }
         upstream_token_free(token);
@@ -265,6 +281,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
     /* Records copied their policy when first tracked, so containers in
      * flight keep the rules they started with; the old config can go. */
     reaper_set_config(a->reaper, next);
+    /* Before the old config is freed: /v1/config reads it. */
+    status_set_config(a->status, next, status_token);
+    status_note_reload(a->status, true);
     config_free(a->cfg);
     a->cfg = next;
     if (!a->log_level_forced || !a->log_format_forced)
@@ -295,7 +314,7 @@ main(int argc, char **argv)
     char err[512];
     const char *ctrd_path = NULL;
     struct report_log *rl = NULL;
-    struct status *status = NULL;
+    char *status_token = NULL;
     struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
     int opt, result = 1;
 
@@ -426,10 +445,17 @@ main(int argc, char **argv)
                  "leaked tasks reaped per policy",
                  ctrd_path, a.cfg->containerd_namespace);
     }
-    status = status_new(a.loop, a.cfg->status_listen, a.reaper);
-    if (status == NULL)
+    if (status_read_token(a.cfg, &status_token, err, sizeof(err)) != 0) {
+        log_error(NULL, "status.token_file: %s", err);
         goto out;
-    status_set_store(status, store);
+    }
+    a.status = status_new(a.loop, a.cfg->status_listen, a.reaper);
+    if (a.status == NULL) {
+        upstream_token_free(status_token);
+        goto out;
+    }
+    status_set_store(a.status, store);
+    status_set_config(a.status, a.cfg, status_token);
     sigterm = evsignal_new(loop_base(a.loop), SIGTERM, on_stop, &a);
     sigint = evsignal_new(loop_base(a.loop), SIGINT, on_stop, &a);
     sighup = evsignal_new(loop_base(a.loop), SIGHUP, on_hup, &a);
@@ -454,7 +480,7 @@ out:
         event_free(sigint);
     if (sighup != NULL)
         event_free(sighup);
-    status_free(status);
+    status_free(a.status);
     reaper_free(a.reaper);
     upstream_free(a.up);
     outbox_free(a.outbox);

@@ -58,6 +58,8 @@ struct rec {
     struct ctrd_req *task_req;     /* Tasks.Get */
     struct ctrd_req *task_del_req; /* Tasks.Delete */
     struct ctrd_req *ctr_del_req;  /* Containers.Delete */
+    /* When each of those calls was sent (loop_now_ms), for metrics. */
+    uint64_t meta_t0, inspect_t0, delete_t0, task_t0, task_del_t0, ctr_del_t0;
     unsigned meta_failures;
     struct event *step, *warn, *giveup;
 
@@ -84,6 +86,7 @@ struct leak {
     bool task_deleted;
     unsigned failures;
     struct ctrd_req *req;
+    uint64_t req_t0; /* when `req` was sent */
     struct reaper *r;
     char last_error[128];
     struct leak *next;
@@ -116,6 +119,7 @@ struct reaper {
 
     /* Relists. */
     struct docker_req *relist_req;
+    uint64_t relist_t0;
     uint64_t relist_gen; /* bumped when a relist is sent */
     bool relisted;       /* a relist completed since the last subscribe */
     unsigned relist_failures;
@@ -126,6 +130,7 @@ struct reaper {
     /* The containerd channel (NULL: Docker-only mode). */
     struct ctrd *ctrd;
     struct ctrd_req *task_list_req;
+    uint64_t task_list_t0;
     bool task_list_is_audit; /* else: the reconcile after a subscribe */
     struct event *audit_timer;
     struct leak *leaks; /* tasks without an engine container */
@@ -154,6 +159,78 @@ struct reaper {
 static bool feed(struct rec *c, const struct lc_obs *o);
 static bool apply(struct rec *c, const struct lc_result *res);
 static void forget(struct rec *c);
+
+/* ---- histograms ------------------------------------------------------- */
+
+/* From "the engine answered at once" to "well past the default delete
+ * timeouts", so a slow cleanup (the seed's) lands in a bucket of its
+ * own rather than in +Inf. */
+static const double cleanup_bounds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
+                                        30,  60,   120, 300, 600, 1800};
+/* Engine calls: milliseconds when healthy, up to the request timeout
+ * (docker.request_timeout_ms, 30 s by default) when not. */
+static const double call_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+                                     1,     2.5,  5,     10,   30,  60};
+
+#define NBOUNDS(a) (sizeof(a) / sizeof((a)[0]))
+_Static_assert(NBOUNDS(cleanup_bounds) <= REAPER_HIST_MAX, "bounds");
+_Static_assert(NBOUNDS(call_bounds) <= REAPER_HIST_MAX, "bounds");
+
+const double *
+reaper_cleanup_bounds(size_t *n)
+{
+    *n = NBOUNDS(cleanup_bounds);
+    return cleanup_bounds;
+}
+
+const double *
+reaper_call_bounds(size_t *n)
+{
+    *n = NBOUNDS(call_bounds);
+    return call_bounds;
+}
+
+const char *
+reaper_cleanup_name(enum reaper_cleanup c)
+{
+    static const char *const names[REAPER_CLEANUP_N] = {
+        "removed", "kept", "gave_up", "unconfirmed"};
+
+    return (unsigned)c < REAPER_CLEANUP_N ? names[c] : "unknown";
+}
+
+void
+reaper_call_name(enum reaper_call c, const char **api, const char **call)
+{
+    static const char *const names[REAPER_CALL_N] = {
+        "list",        "inspect",          "delete",   "task_get",
+        "task_delete", "container_delete", "task_list"};
+
+    *api = c <= REAPER_CALL_DOCKER_DELETE ? "docker" : "containerd";
+    *call = (unsigned)c < REAPER_CALL_N ? names[c] : "unknown";
+}
+
+static void
+hist_observe(struct reaper_hist *h, const double *bounds, size_t n, double v)
+{
+    size_t i = 0;
+
+    while (i < n && v > bounds[i])
+        i++;
+    h->buckets[i]++;
+    h->count++;
+    h->sum += v;
+}
+
+/* An engine call sent at `t0` just got its answer. */
+static void
+call_done(struct reaper *r, enum reaper_call call, uint64_t t0)
+{
+    uint64_t now = loop_now_ms();
+
+    hist_observe(&r->st.calls[call], call_bounds, NBOUNDS(call_bounds),
+                 now >= t0 ? (double)(now - t0) / 1000.0 : 0.0);
+}
 
 /* ---- the table -------------------------------------------------------- */
 
@@ -371,6 +448,7 @@ on_inspect(enum docker_status st, const struct docker_container *dc,
     struct lc_obs o;
 
     c->inspect_req = NULL;
+    call_done(c->r, REAPER_CALL_DOCKER_INSPECT, c->inspect_t0);
     memset(&o, 0, sizeof(o));
     switch (st) {
     case DOCKER_OK:
@@ -398,6 +476,7 @@ on_delete(enum docker_status st, long status, const char *msg, void *arg)
     struct lc_obs o;
 
     c->delete_req = NULL;
+    call_done(r, REAPER_CALL_DOCKER_DELETE, c->delete_t0);
     memset(&o, 0, sizeof(o));
     switch (st) {
     case DOCKER_OK:
@@ -431,6 +510,7 @@ on_task_get(enum ctrd_status st, const struct ctrd_task *t, const char *msg,
     struct lc_obs o;
 
     c->task_req = NULL;
+    call_done(c->r, REAPER_CALL_TASK_GET, c->task_t0);
     memset(&o, 0, sizeof(o));
     switch (st) {
     case CTRD_OK:
@@ -457,6 +537,7 @@ on_task_delete(enum ctrd_status st, uint32_t exit_status, const char *msg,
     struct lc_obs o;
 
     c->task_del_req = NULL;
+    call_done(c->r, REAPER_CALL_TASK_DELETE, c->task_del_t0);
     memset(&o, 0, sizeof(o));
     if (st == CTRD_FAILED) {
         log_warn(c->id, "containerd Tasks.Delete: %s", msg);
@@ -479,6 +560,7 @@ on_ctr_delete(enum ctrd_status st, const char *msg, void *arg)
     struct lc_obs o;
 
     c->ctr_del_req = NULL;
+    call_done(c->r, REAPER_CALL_CONTAINER_DELETE, c->ctr_del_t0);
     memset(&o, 0, sizeof(o));
     if (st == CTRD_FAILED) {
         log_warn(c->id, "containerd Containers.Delete: %s", msg);
@@ -892,6 +974,20 @@ cleanup_ms(const struct rec *c)
     return c->lc.cleanup_ms;
 }
 
+/* The `result` label of the cleanup histogram. A give-up wins over
+ * "removed": the cleanup as a whole was not confirmed in time. */
+static enum reaper_cleanup
+cleanup_result(const struct lc *lc)
+{
+    if (lc->anomalies & LC_AN_GAVE_UP)
+        return REAPER_CLEANUP_GAVE_UP;
+    if (lc->removed)
+        return REAPER_CLEANUP_REMOVED;
+    if (lc->p.action == POLICY_KEEP)
+        return REAPER_CLEANUP_KEPT;
+    return REAPER_CLEANUP_UNCONFIRMED;
+}
+
 static void
 make_report(struct rec *c)
 {
@@ -954,6 +1050,8 @@ make_report(struct rec *c)
         log_error(c->id, "out of memory making a report");
         return;
     }
+    hist_observe(&r->st.cleanup[cleanup_result(lc)], cleanup_bounds,
+                 NBOUNDS(cleanup_bounds), (double)rep.cleanup_ms / 1000.0);
     /* reports.jsonl first, then the store: a crash between the two
      * leaves the record unforgotten, so the same report (same id) is made
      * again after the restart; never the other way round. */
@@ -1007,6 +1105,7 @@ apply(struct rec *c, const struct lc_result *res)
 
         switch (a->kind) {
         case ACT_INSPECT:
+            c->inspect_t0 = loop_now_ms();
             c->inspect_req = docker_inspect(r->d, c->id, on_inspect, c);
             if (c->inspect_req == NULL) {
                 /* Not negotiated or out of memory: try again soon. */
@@ -1015,6 +1114,7 @@ apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_DELETE:
+            c->delete_t0 = loop_now_ms();
             c->delete_req =
                 docker_delete(r->d, c->id, c->force, c->volumes, on_delete, c);
             if (c->delete_req == NULL) {
@@ -1062,6 +1162,7 @@ apply(struct rec *c, const struct lc_result *res)
                      lc_state_name(c->lc.state));
             break;
         case ACT_TASK_GET:
+            c->task_t0 = loop_now_ms();
             c->task_req = ctrd_task_get(r->ctrd, c->id, on_task_get, c);
             if (c->task_req == NULL) {
                 c->lc.task_get_inflight = false;
@@ -1069,6 +1170,7 @@ apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_TASK_DELETE:
+            c->task_del_t0 = loop_now_ms();
             c->task_del_req =
                 ctrd_task_delete(r->ctrd, c->id, on_task_delete, c);
             if (c->task_del_req == NULL) {
@@ -1077,6 +1179,7 @@ apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_CTR_DELETE:
+            c->ctr_del_t0 = loop_now_ms();
             c->ctr_del_req =
                 ctrd_container_delete(r->ctrd, c->id, on_ctr_delete, c);
             if (c->ctr_del_req == NULL) {
@@ -1226,6 +1329,7 @@ on_meta(enum docker_status st, const struct docker_container *cs, size_t n,
     size_t i;
 
     c->meta_req = NULL;
+    call_done(c->r, REAPER_CALL_DOCKER_LIST, c->meta_t0);
     if (st != DOCKER_OK) {
         c->meta_failures++;
         log_warn(c->id, "%s; retrying", msg);
@@ -1250,6 +1354,7 @@ on_meta(enum docker_status st, const struct docker_container *cs, size_t n,
 static void
 meta_fetch(struct rec *c)
 {
+    c->meta_t0 = loop_now_ms();
     c->meta_req = docker_list(c->r->d, c->id, on_meta, c);
     if (c->meta_req == NULL)
         arm(c, &c->step, on_meta_step, 1000);
@@ -1385,6 +1490,7 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
     struct timeval tv;
 
     r->relist_req = NULL;
+    call_done(r, REAPER_CALL_DOCKER_LIST, r->relist_t0);
     if (st != DOCKER_OK) {
         uint64_t ms = backoff_delay_ms(
             ++r->relist_failures, 250,
@@ -1483,6 +1589,7 @@ relist(struct reaper *r)
     }
     r->ntombs = 0;
     r->relist_gen++;
+    r->relist_t0 = loop_now_ms();
     r->relist_req = docker_list(r->d, NULL, on_relist, r);
     if (r->relist_req == NULL) {
         struct timeval tv = {1, 0};
@@ -1567,6 +1674,7 @@ on_orphan_ctr_deleted(enum ctrd_status st, const char *msg, void *arg)
     struct reaper *r = lk->r;
 
     lk->req = NULL;
+    call_done(r, REAPER_CALL_CONTAINER_DELETE, lk->req_t0);
     if (st == CTRD_FAILED) {
         lk->failures++;
         snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
@@ -1588,6 +1696,7 @@ on_orphan_task_deleted(enum ctrd_status st, uint32_t exit_status,
 
     (void)exit_status;
     lk->req = NULL;
+    call_done(lk->r, REAPER_CALL_TASK_DELETE, lk->req_t0);
     if (st == CTRD_FAILED) {
         lk->failures++;
         snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
@@ -1596,6 +1705,7 @@ on_orphan_task_deleted(enum ctrd_status st, uint32_t exit_status,
         return;
     }
     lk->task_deleted = true;
+    lk->req_t0 = loop_now_ms();
     lk->req =
         ctrd_container_delete(lk->r->ctrd, lk->id, on_orphan_ctr_deleted, lk);
     if (lk->req == NULL)
@@ -1614,6 +1724,7 @@ leak_step(struct reaper *r, struct leak *lk)
     lk->reaping = true;
     log_warn(lk->id, "orphan containerd task (no engine container): "
                      "reaping");
+    lk->req_t0 = loop_now_ms();
     if (lk->task_deleted)
         lk->req =
             ctrd_container_delete(r->ctrd, lk->id, on_orphan_ctr_deleted, lk);
@@ -1682,6 +1793,7 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     size_t nnotask = 0, i;
 
     r->task_list_req = NULL;
+    call_done(r, REAPER_CALL_TASK_LIST, r->task_list_t0);
     if (st != CTRD_OK) {
         log_warn(NULL, "containerd Tasks.List: %s", msg);
         audit_schedule(r);
@@ -1717,6 +1829,7 @@ task_list(struct reaper *r)
 {
     if (r->task_list_req != NULL)
         return;
+    r->task_list_t0 = loop_now_ms();
     r->task_list_req = ctrd_task_list(r->ctrd, on_task_list, r);
     if (r->task_list_req == NULL)
         audit_schedule(r);
@@ -1975,6 +2088,9 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->reports_unsaved = r->nunsaved;
     out->duplicates = r->duplicates;
     out->pruned = r->pruned;
+    out->docker_reconnects = docker_watch_reconnects(r->d);
+    out->containerd_reconnects =
+        r->ctrd != NULL ? ctrd_watch_reconnects(r->ctrd) : 0;
     out->leaked_tasks = r->nleaks;
     out->tasks_reaped = r->tasks_reaped;
     out->orphans_reaped = r->orphans_reaped;

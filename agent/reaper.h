@@ -28,10 +28,55 @@ struct config;
 struct report_log;
 struct reaper;
 
+/*
+ * A histogram in Prometheus' shape: `buckets[i]` counts observations
+ * <= bound i and above bound i-1 (not cumulative; the exposition sums
+ * them), `buckets[nbounds]` those above the last bound. Values are in
+ * seconds.
+ */
+#define REAPER_HIST_MAX 16
+struct reaper_hist {
+    uint64_t buckets[REAPER_HIST_MAX + 1];
+    uint64_t count;
+    double sum;
+};
+
+/* How a reported exit ended, for the cleanup histogram's label. */
+enum reaper_cleanup {
+    REAPER_CLEANUP_REMOVED,     /* removal confirmed */
+    REAPER_CLEANUP_KEPT,        /* a keep policy */
+    REAPER_CLEANUP_GAVE_UP,     /* delete.give_up_after_ms passed */
+    REAPER_CLEANUP_UNCONFIRMED, /* settled without a confirmed removal */
+    REAPER_CLEANUP_N
+};
+
+/* The engine calls the reaper times. */
+enum reaper_call {
+    REAPER_CALL_DOCKER_LIST,
+    REAPER_CALL_DOCKER_INSPECT,
+    REAPER_CALL_DOCKER_DELETE,
+    REAPER_CALL_TASK_GET,
+    REAPER_CALL_TASK_DELETE,
+    REAPER_CALL_CONTAINER_DELETE,
+    REAPER_CALL_TASK_LIST,
+    REAPER_CALL_N
+};
+
+/* Upper bounds (seconds, ascending) of the two histograms' buckets. */
+const double *reaper_cleanup_bounds(size_t *n);
+const double *reaper_call_bounds(size_t *n);
+/* "removed", "kept", "gave_up", "unconfirmed". */
+const char *reaper_cleanup_name(enum reaper_cleanup c);
+/* api "docker" or "containerd"; call "list", "inspect", "delete",
+ * "task_get", "task_delete", "container_delete", "task_list". */
+void reaper_call_name(enum reaper_call c, const char **api, const char **call);
+
 /* Counters for metrics and tests. */
 struct reaper_stats {
     uint64_t events;
     uint64_t relists;
+    uint64_t docker_reconnects;     /* events stream re-subscriptions */
+    uint64_t containerd_reconnects; /* containerd events re-subscriptions */
     uint64_t reports;
     uint64_t report_errors;
     uint64_t deletes_ok;
@@ -57,6 +102,10 @@ struct reaper_stats {
     size_t reports_unsaved; /* made, waiting for the store to take them */
     uint64_t duplicates;    /* reports made again after a restart */
     uint64_t pruned;        /* delivered reports removed by retention */
+    /* Exit -> settled, observed as each report is made. */
+    struct reaper_hist cleanup[REAPER_CLEANUP_N];
+    /* Engine calls that got an answer (or failed), by call. */
+    struct reaper_hist calls[REAPER_CALL_N];
 };
 
 /*

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
@@ -15,12 +16,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <yajl/yajl_gen.h>
 
+#include "config.h"
 #include "docker.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -28,6 +31,7 @@
 #include "json.h"
 #include "reaper.h"
 #include "store.h"
+#include "upstream.h"
 
 #define MAX_HEADERS_SIZE 8192
 #define MAX_BODY_SIZE    1024
@@ -36,12 +40,34 @@
 #define REPORTS_DEFAULT 50
 #define REPORTS_MAX     1000
 
+#define DEFAULT_MAX_CONNECTIONS 64
+
+/*
+ * A connection that has made a request, known by its socket's fd and
+ * inode. evhttp 2.1 has no connection limit and no dependable hook for
+ * "a connection closed" (its close callback is skipped on some paths),
+ * so liveness is checked instead: once the socket is closed, its fd is
+ * gone or names another socket, with another inode.
+ */
+struct conn {
+    int fd;
+    ino_t ino;
+};
 struct status {
     struct evhttp *http;
     struct reaper *reaper;
-    struct store *store; /* may be NULL */
+    struct store *store;      /* may be NULL */
+    const struct config *cfg; /* may be NULL: /v1/config says 503 */
+    char *token;              /* NULL: no auth */
+    size_t max_connections;
+    struct conn *conns; /* max_connections of them */
+    size_t nconns;
+    uint64_t reloads_ok, reloads_rejected;
+    uint64_t rejected_auth, rejected_busy;
     char *unix_path;
 };
+
+static void prune(struct status *s);
 
 /* Sends `buf` (may be NULL); HEAD gets the headers only, so a client
  * pipelining HEAD then GET is not handed a body it did not ask for. */
@@ -225,6 +251,109 @@ metric(struct evbuffer *b, const char *name, const char *type,
                         name, type, name, v);
 }
 
+/* One histogram series: cumulative buckets, +Inf, _sum, _count. `labels`
+ * is "" or `k="v",` (with the trailing comma). */
+static void
+histogram(struct evbuffer *b, const char *name, const char *labels,
+          const struct reaper_hist *h, const double *bounds, size_t n)
+{
+    uint64_t cum = 0;
+    size_t i, len = strlen(labels);
+    /* Without the trailing comma, for _sum and _count. */
+    int plain = len > 0 ? (int)len - 1 : 0;
+
+    for (i = 0; i < n; i++) {
+        cum += h->buckets[i];
+        evbuffer_add_printf(b, "%s_bucket{%sle=\"%g\"} %llu\n", name, labels,
+                            bounds[i], (unsigned long long)cum);
+    }
+    cum += h->buckets[n];
+    evbuffer_add_printf(b, "%s_bucket{%sle=\"+Inf\"} %llu\n", name, labels,
+                        (unsigned long long)cum);
+    if (plain > 0) {
+        evbuffer_add_printf(b, "%s_sum{%.*s} %.17g\n", name, plain, labels,
+                            h->sum);
+        evbuffer_add_printf(b, "%s_count{%.*s} %llu\n", name, plain, labels,
+                            (unsigned long long)h->count);
+    } else {
+        evbuffer_add_printf(b, "%s_sum %.17g\n", name, h->sum);
+        evbuffer_add_printf(b, "%s_count %llu\n", name,
+                            (unsigned long long)h->count);
+    }
+}
+
+static void
+family(struct evbuffer *b, const char *name, const char *type,
+       const char *help)
+{
+    evbuffer_add_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name,
+                        type);
+}
+
+/* What reapd adds to the reaper's metrics: build, reloads, the
+ * endpoint itself. */
+static void
+own_metrics(struct status *s, struct evbuffer *b)
+{
+    family(b, "reapd_build_info", "gauge",
+           "Always 1; the version reapd was built as is a label.");
+    evbuffer_add_printf(b, "reapd_build_info{version=\"%s\"} 1\n",
+                        REAPD_VERSION);
+    family(b, "reapd_config_reloads_total", "counter",
+           "SIGHUP config reloads, by result.");
+    evbuffer_add_printf(b,
+                        "reapd_config_reloads_total{result=\"ok\"} %llu\n"
+                        "reapd_config_reloads_total{result=\"rejected\"} "
+                        "%llu\n",
+                        (unsigned long long)s->reloads_ok,
+                        (unsigned long long)s->reloads_rejected);
+    prune(s);
+    metric(b, "reapd_status_connections", "gauge",
+           "Status endpoint connections open that have made a request.",
+           s->nconns);
+    family(b, "reapd_status_rejected_total", "counter",
+           "Status requests refused, by reason.");
+    evbuffer_add_printf(
+        b,
+        "reapd_status_rejected_total{reason=\"unauthorized\"} %llu\n"
+        "reapd_status_rejected_total{reason=\"too_many_connections\"} "
+        "%llu\n",
+        (unsigned long long)s->rejected_auth,
+        (unsigned long long)s->rejected_busy);
+}
+
+static void
+histograms(struct evbuffer *b, const struct reaper_stats *st)
+{
+    const double *bounds;
+    char labels[96];
+    size_t n;
+    int i;
+
+    bounds = reaper_cleanup_bounds(&n);
+    family(b, "reapd_cleanup_duration_seconds", "histogram",
+           "From a container's exit to its confirmed cleanup (or give-up), "
+           "observed as each report is made, by result.");
+    for (i = 0; i < REAPER_CLEANUP_N; i++) {
+        snprintf(labels, sizeof(labels), "result=\"%s\",",
+                 reaper_cleanup_name((enum reaper_cleanup)i));
+        histogram(b, "reapd_cleanup_duration_seconds", labels, &st->cleanup[i],
+                  bounds, n);
+    }
+    bounds = reaper_call_bounds(&n);
+    family(b, "reapd_engine_request_duration_seconds", "histogram",
+           "Engine calls reapd made, from sending to the answer or "
+           "failure, by API and call.");
+    for (i = 0; i < REAPER_CALL_N; i++) {
+        const char *api, *call;
+
+        reaper_call_name((enum reaper_call)i, &api, &call);
+        snprintf(labels, sizeof(labels), "api=\"%s\",call=\"%s\",", api, call);
+        histogram(b, "reapd_engine_request_duration_seconds", labels,
+                  &st->calls[i], bounds, n);
+    }
+}
+
 static void
 serve_metrics(struct status *s, struct evhttp_request *req)
 {
@@ -237,10 +366,22 @@ serve_metrics(struct status *s, struct evhttp_request *req)
         return;
     }
     reaper_stats(s->reaper, &st);
+    own_metrics(s, b);
+    histograms(b, &st);
     metric(b, "reapd_events_received_total", "counter",
            "Container events received from the engine.", st.events);
     metric(b, "reapd_relists_total", "counter",
            "Full relists of the engine's containers.", st.relists);
+    evbuffer_add_printf(b,
+                        "# HELP reapd_stream_reconnects_total Event "
+                        "streams opened again after they were lost.\n"
+                        "# TYPE reapd_stream_reconnects_total counter\n"
+                        "reapd_stream_reconnects_total{stream=\"docker\"} "
+                        "%llu\n"
+                        "reapd_stream_reconnects_total{stream=\"containerd\"}"
+                        " %llu\n",
+                        (unsigned long long)st.docker_reconnects,
+                        (unsigned long long)st.containerd_reconnects);
     metric(b, "reapd_reports_total", "counter", "Reports made.", st.reports);
     metric(b, "reapd_exit_code_corrections_total", "counter",
            "Exits whose die event code differed from the true code.",
@@ -476,15 +617,129 @@ serve_reports(struct status *s, struct evhttp_request *req)
 }
 
 static void
+serve_config(struct status *s, struct evhttp_request *req)
+{
+    struct evbuffer *b;
+    char *json;
+    size_t len;
+
+    if (s->cfg == NULL) {
+        send_error(req, 503, "Service Unavailable", "no config yet");
+        return;
+    }
+    json = config_to_json(s->cfg, true, &len);
+    b = json != NULL ? evbuffer_new() : NULL;
+    if (b == NULL) {
+        free(json);
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    evbuffer_add(b, json, len);
+    evbuffer_add(b, "\n", 1);
+    free(json);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/json");
+    reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+/* Whether `req` carries "Authorization: Bearer <token>". The comparison
+ * takes as long for a wrong token as for the right one (of the same
+ * length), so timing does not reveal how much of a guess was right. */
+static bool
+authorized(const struct status *s, struct evhttp_request *req)
+{
+    const char *h = evhttp_find_header(evhttp_request_get_input_headers(req),
+                                       "Authorization");
+    size_t tlen = strlen(s->token), glen, i;
+    unsigned char diff = 0;
+
+    if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
+        return false;
+    h += 7;
+    glen = strlen(h);
+    for (i = 0; i < tlen; i++)
+        diff |= (unsigned char)(s->token[i] ^ (i < glen ? h[i] : 0));
+    return diff == 0 && glen == tlen;
+}
+
+/* Drops the connections that have closed since they were counted. */
+static void
+prune(struct status *s)
+{
+    size_t i = 0;
+    struct stat st;
+
+    while (i < s->nconns) {
+        const struct conn *c = &s->conns[i];
+
+        if (fstat(c->fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
+            st.st_ino == c->ino) {
+            i++;
+            continue;
+        }
+        s->conns[i] = s->conns[--s->nconns];
+    }
+}
+
+/* Whether the connection of `req` may be served: it already was, or
+ * fewer than max_connections others are open. */
+static bool
+admit(struct status *s, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev =
+        evcon != NULL ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    int fd = bev != NULL ? bufferevent_getfd(bev) : -1;
+    struct stat st;
+    size_t i;
+
+    if (fd < 0 || fstat(fd, &st) != 0)
+        return true; /* nothing to count by; evhttp's limits still hold */
+    prune(s);
+    for (i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd == fd && s->conns[i].ino == st.st_ino)
+            return true;
+    if (s->nconns >= s->max_connections)
+        return false;
+    s->conns[s->nconns].fd = fd;
+    s->conns[s->nconns].ino = st.st_ino;
+    s->nconns++;
+    return true;
+}
+
+static void
 on_request(struct evhttp_request *req, void *arg)
 {
     struct status *s = arg;
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
+    bool open;
 
+    if (!admit(s, req)) {
+        /* Answered rather than left hanging, and closed after. */
+        s->rejected_busy++;
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection",
+                          "close");
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "Retry-After", "1");
+        send_error(req, 503, "Service Unavailable",
+                   "too many connections to the status endpoint");
+        return;
+    }
     if (path == NULL) {
         send_error(req, 400, "Bad Request", "malformed request target");
+        return;
+    }
+    /* Probes stay open: a kubelet or systemd has no token to send. */
+    open = strcmp(path, "/livez") == 0 || strcmp(path, "/readyz") == 0;
+    if (!open && s->token != NULL && !authorized(s, req)) {
+        s->rejected_auth++;
+        evhttp_add_header(evhttp_request_get_output_headers(req),
+                          "WWW-Authenticate", "Bearer realm=\"reapd\"");
+        send_error(req, 401, "Unauthorized",
+                   "a valid bearer token is required");
         return;
     }
     if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
@@ -514,6 +769,8 @@ on_request(struct evhttp_request *req, void *arg)
         serve_reports(s, req);
     } else if (strcmp(path, "/v1/leaks") == 0) {
         serve_leaks(s, req);
+    } else if (strcmp(path, "/v1/config") == 0) {
+        serve_config(s, req);
     } else if (strcmp(path, "/v1/containers") == 0) {
         serve_containers(s, req, NULL);
     } else if (strncmp(path, "/v1/containers/", 15) == 0 &&
@@ -607,6 +864,12 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
     if (s == NULL)
         return NULL;
     s->reaper = reaper;
+    s->max_connections = DEFAULT_MAX_CONNECTIONS;
+    s->conns = calloc(s->max_connections, sizeof(*s->conns));
+    if (s->conns == NULL) {
+        free(s);
+        return NULL;
+    }
     if (strcmp(listen, "off") == 0) {
         log_info(NULL, "status endpoint: off");
         return s;
@@ -643,6 +906,55 @@ status_set_store(struct status *s, struct store *st)
     s->store = st;
 }
 
+int
+status_read_token(const struct config *cfg, char **token, char *err,
+                  size_t errlen)
+{
+    *token = NULL;
+    if (cfg->status_token_file == NULL)
+        return 0;
+    return upstream_read_token(cfg->status_token_file, token, err, errlen);
+}
+
+void
+status_set_config(struct status *s, const struct config *cfg, char *token)
+{
+    size_t max;
+
+    upstream_token_free(s->token);
+    s->token = token;
+    s->cfg = cfg;
+    max = (size_t)cfg->status_max_connections;
+    if (max != s->max_connections) {
+        struct conn *c = realloc(s->conns, max * sizeof(*c));
+
+        /* Out of memory: keep the old limit. Shrinking: connections
+         * already served stay, new ones wait until below the limit. */
+        if (c != NULL) {
+            s->conns = c;
+            s->max_connections = max;
+            if (s->nconns > max)
+                s->nconns = max;
+        }
+    }
+}
+
+void
+status_note_reload(struct status *s, bool ok)
+{
+    if (ok)
+        s->reloads_ok++;
+    else
+        s->reloads_rejected++;
+}
+
+size_t
+status_connections(struct status *s)
+{
+    prune(s);
+    return s->nconns;
+}
+
 void
 status_free(struct status *s)
 {
@@ -650,6 +962,8 @@ status_free(struct status *s)
         return;
     if (s->http != NULL)
         evhttp_free(s->http);
+    free(s->conns);
+    upstream_token_free(s->token);
     if (s->unix_path != NULL) {
         unlink(s->unix_path);
         free(s->unix_path);

@@ -1,14 +1,22 @@
 /*
  * status — the read-only HTTP status endpoint, served by libevent's evhttp
- * on the main loop: /livez, /readyz, /metrics, /v1/containers[/{id}].
+ * on the main loop: /livez, /readyz, /metrics, /v1/containers[/{id}],
+ * /v1/reports, /v1/leaks, /v1/config.
  *
  * Every request is bounded (header and body size, a timeout) and answered
  * from memory without blocking; unknown paths get a JSON 404 and methods
- * other than GET/HEAD a 405.
+ * other than GET/HEAD a 405. With a token (status.token_file), everything
+ * but /livez and /readyz needs "Authorization: Bearer <token>". At most
+ * status.max_connections connections are served at once: the first
+ * request on one more is answered 503 and the connection closed.
  */
 #ifndef REAPD_STATUS_H
 #define REAPD_STATUS_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
+struct config;
 struct loop;
 struct reaper;
 struct status;
@@ -25,5 +33,29 @@ void status_free(struct status *s);
 /* Serves /v1/reports and the outbox metrics from `st` (borrowed). */
 struct store;
 void status_set_store(struct status *s, struct store *st);
+
+/*
+ * The bearer token `cfg` asks for (status.token_file), read now so that
+ * an unreadable file rejects a config before anything is swapped. 0 and
+ * *token (NULL when there is no token_file), or -1 with a reason in
+ * `err` that never quotes the file.
+ */
+int status_read_token(const struct config *cfg, char **token, char *err,
+                      size_t errlen);
+
+/*
+ * Serves /v1/config from `cfg` (borrowed: call again before it is
+ * freed) and applies its status.max_connections; `token` (from
+ * status_read_token, may be NULL: no auth) is owned from now on.
+ */
+void status_set_config(struct status *s, const struct config *cfg,
+                       char *token);
+
+/* A SIGHUP reload was applied (`ok`) or rejected; for
+ * reapd_config_reloads_total. */
+void status_note_reload(struct status *s, bool ok);
+
+/* Connections open now that have made a request; for tests. */
+size_t status_connections(struct status *s);
 
 #endif

@@ -214,6 +214,8 @@ struct resp {
     size_t len;
     char ctype[128];
     char allow[64];
+    char www[64];
+    char conn[32];
 };
 
 static void
@@ -234,6 +236,10 @@ on_done(const struct http_response *res, void *arg)
     snprintf(r->ctype, sizeof(r->ctype), "%s", v ? v : "");
     v = http_response_header(res, "Allow");
     snprintf(r->allow, sizeof(r->allow), "%s", v ? v : "");
+    v = http_response_header(res, "WWW-Authenticate");
+    snprintf(r->www, sizeof(r->www), "%s", v ? v : "");
+    v = http_response_header(res, "Connection");
+    snprintf(r->conn, sizeof(r->conn), "%s", v ? v : "");
 }
 
 static int
@@ -535,14 +541,14 @@ t_metrics(void **state)
     assert_int_equal(r.body[r.len - 1], '\n');
     for (line = strtok_r(r.body, "\n", &save); line != NULL;
          line = strtok_r(NULL, "\n", &save)) {
-        char name[128];
-        unsigned long long v;
+        char name[256];
+        double v;
         char extra;
 
         if (strncmp(line, "# HELP ", 7) == 0 ||
             strncmp(line, "# TYPE ", 7) == 0)
             continue;
-        if (sscanf(line, "%127s %llu %c", name, &v, &extra) != 2)
+        if (sscanf(line, "%255s %lf %c", name, &v, &extra) != 2)
             fail_msg("bad metric line: %s", line);
         if (strncmp(name, "reapd_", 6) != 0)
             fail_msg("metric outside the reapd_ namespace: %s", line);
@@ -550,8 +556,19 @@ t_metrics(void **state)
     }
     /* 4 counters, a gauge per state, 4 removal results, leaked tasks, 2
      * reaped-task counters, containerd connected, state write errors,
-     * pruned and unstored reports (no store here: no outbox gauges). */
-    assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3);
+     * pruned and unstored reports (no store here: no outbox gauges);
+     * build info, 2 reload results, connections, 2 rejection reasons;
+     * 2 stream reconnect counters; each histogram series: its buckets,
+     * +Inf, _sum and _count. */
+    {
+        size_t nc, ne;
+
+        reaper_cleanup_bounds(&nc);
+        reaper_call_bounds(&ne);
+        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 6 + 2 +
+                                      REAPER_CLEANUP_N * (int)(nc + 3) +
+                                      REAPER_CALL_N * (int)(ne + 3));
+    }
     resp_clear(&r);
     h_free(h);
 }
@@ -1146,6 +1163,348 @@ t_ipv6_listen(void **state)
     h_free(h);
 }
 
+/* ---- histograms, build info ------------------------------------------ */
+
+static int
+reported(struct h *h, const void *arg)
+{
+    struct reaper_stats st;
+
+    reaper_stats(h->r, &st);
+    return st.reports >= *(const uint64_t *)arg;
+}
+
+/* A sample's value by its exact "name{labels}" text, or -1. */
+static double
+sample(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+    const char *p = text;
+
+    while ((p = strstr(p, series)) != NULL) {
+        if ((p == text || p[-1] == '\n') && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+        p += n;
+    }
+    return -1;
+}
+
+/* One histogram series: cumulative, +Inf == _count, _sum within what the
+ * buckets allow. Returns its _count. */
+static double
+check_histogram(const char *text, const char *name, const char *labels,
+                const double *bounds, size_t n)
+{
+    char series[256];
+    double prev = 0, v, count, sum, lo = 0, hi = 0;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        snprintf(series, sizeof(series), "%s_bucket{%sle=\"%g\"}", name,
+                 labels, bounds[i]);
+        v = sample(text, series);
+        if (v < 0)
+            fail_msg("missing %s", series);
+        assert_true(v >= prev);
+        /* v - prev observations lie in (bounds[i-1], bounds[i]]. */
+        lo += (v - prev) * (i > 0 ? bounds[i - 1] : 0);
+        hi += (v - prev) * bounds[i];
+        prev = v;
+    }
+    snprintf(series, sizeof(series), "%s_bucket{%sle=\"+Inf\"}", name, labels);
+    v = sample(text, series);
+    assert_true(v >= prev);
+    snprintf(series, sizeof(series), "%s_count{%.*s}", name,
+             (int)strlen(labels) - 1, labels);
+    count = sample(text, series);
+    assert_true(count == v);
+    snprintf(series, sizeof(series), "%s_sum{%.*s}", name,
+             (int)strlen(labels) - 1, labels);
+    sum = sample(text, series);
+    assert_true(sum >= 0);
+    if (v == prev) /* nothing above the last bound: the sum is bounded */
+        assert_true(sum >= lo - 1e-9 && sum <= hi + 1e-9);
+    if (count == 0)
+        assert_true(sum == 0);
+    return count;
+}
+
+static void
+t_metrics_histograms(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    uint64_t one = 1;
+    const double *bounds;
+    size_t n;
+    char labels[128];
+
+    (void)state;
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 3, 3);
+    run_until(h, reported, &one, 5000);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_build_info{version=\"" REAPD_VERSION
+                               "\"}") == 1);
+    bounds = reaper_cleanup_bounds(&n);
+    assert_true(check_histogram(r.body, "reapd_cleanup_duration_seconds",
+                                "result=\"removed\",", bounds, n) == 1);
+    assert_true(check_histogram(r.body, "reapd_cleanup_duration_seconds",
+                                "result=\"kept\",", bounds, n) == 0);
+    bounds = reaper_call_bounds(&n);
+    assert_true(
+        check_histogram(r.body, "reapd_engine_request_duration_seconds",
+                        "api=\"docker\",call=\"inspect\",", bounds, n) >= 1);
+    assert_true(
+        check_histogram(r.body, "reapd_engine_request_duration_seconds",
+                        "api=\"docker\",call=\"delete\",", bounds, n) == 1);
+    snprintf(labels, sizeof(labels), "api=\"docker\",call=\"list\",");
+    assert_true(check_histogram(r.body,
+                                "reapd_engine_request_duration_seconds",
+                                labels, bounds, n) >= 1);
+    /* Every family once, its HELP and TYPE before its samples. */
+    assert_non_null(strstr(r.body, "# TYPE reapd_cleanup_duration_seconds "
+                                   "histogram\n"));
+    assert_null(strstr(strstr(r.body, "# TYPE reapd_cleanup_duration") + 1,
+                       "# TYPE reapd_cleanup_duration"));
+    /* No container id as a label value. */
+    assert_null(strstr(r.body, A));
+    resp_clear(&r);
+    h_free(h);
+}
+
+/* ---- /v1/config, auth, the connection limit --------------------------- */
+
+/* A second config for the endpoint, from `extra` (JSON members). */
+static struct config *
+status_config(struct h *h, const char *extra)
+{
+    struct config_errors errs = {0};
+    struct config *cfg = NULL;
+    char text[2048];
+
+    snprintf(text, sizeof(text), "{\"node\":\"t\",\"state_dir\":\"%s\",%s}",
+             h->dir, extra);
+    if (config_parse("test", text, strlen(text), &cfg, &errs) != 0) {
+        size_t i;
+
+        for (i = 0; i < errs.count; i++)
+            fprintf(stderr, "%s\n", errs.lines[i]);
+        fail_msg("config rejected");
+    }
+    return cfg;
+}
+
+static void
+write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+#define TOKEN "s3cr3t-t0ken-value"
+
+/* A config with secrets and a token; returns it (caller frees). */
+static struct config *
+secret_config(struct h *h, char *tokpath, size_t cap)
+{
+    char extra[1024];
+    struct config *cfg;
+    char *token = NULL, err[256];
+
+    snprintf(tokpath, cap, "%s/token", h->dir);
+    write_file(tokpath, TOKEN "\n");
+    snprintf(extra, sizeof(extra),
+             "\"status\":{\"token_file\":\"%s\"},"
+             "\"upstream\":{\"url\":\"https://user:pa55w0rd@example.com/"
+             "in?sig=abcdef\",\"headers\":{\"X-Api-Key\":\"hunter2\"}}",
+             tokpath);
+    cfg = status_config(h, extra);
+    assert_int_equal(status_read_token(cfg, &token, err, sizeof(err)), 0);
+    assert_string_equal(token, TOKEN);
+    status_set_config(h->s, cfg, token);
+    return cfg;
+}
+
+static void
+request_auth(struct h *h, const char *path, const char *auth, struct resp *r)
+{
+    const char *hdrs[1] = {auth};
+
+    request_full(h, "GET", path, hdrs, auth != NULL ? 1 : 0, NULL, r);
+}
+
+static void
+t_config_redacted(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    struct json_node *root;
+    const struct json_node *up, *st;
+    char tokpath[128];
+    struct config *cfg;
+
+    (void)state;
+    /* No config yet: says so. */
+    request(h, "GET", "/v1/config", &r);
+    assert_int_equal(r.status, 503);
+    resp_clear(&r);
+    cfg = secret_config(h, tokpath, sizeof(tokpath));
+    request_auth(h, "/v1/config", "Authorization: Bearer " TOKEN, &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    assert_null(strstr(r.body, "hunter2"));
+    assert_null(strstr(r.body, "pa55w0rd"));
+    assert_null(strstr(r.body, "abcdef"));
+    assert_null(strstr(r.body, TOKEN));
+    up = json_get(root, "upstream");
+    assert_string_equal(
+        json_string(json_get(json_get(up, "headers"), "X-Api-Key")),
+        "<redacted>");
+    assert_string_equal(json_string(json_get(up, "url")),
+                        "https://<redacted>@example.com/in?<redacted>");
+    st = json_get(root, "status");
+    assert_string_equal(json_string(json_get(st, "token_file")), tokpath);
+    assert_string_equal(json_string(json_get(root, "node")), "t");
+    json_free(root);
+    resp_clear(&r);
+    h_free(h);
+    config_free(cfg);
+}
+
+static void
+t_auth(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    char tokpath[128], path[128];
+    struct config *cfg = secret_config(h, tokpath, sizeof(tokpath));
+    static const char *const closed[] = {"/metrics", "/v1/containers",
+                                         "/v1/config", "/v1/leaks",
+                                         "/no/such/path"};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(closed) / sizeof(closed[0]); i++) {
+        request(h, "GET", closed[i], &r);
+        assert_int_equal(r.status, 401);
+        assert_string_equal(r.www, "Bearer realm=\"reapd\"");
+        assert_null(strstr(r.body, TOKEN));
+        json_free(json_body(&r));
+        resp_clear(&r);
+        request_auth(h, closed[i], "Authorization: Bearer wrong", &r);
+        assert_int_equal(r.status, 401);
+        resp_clear(&r);
+        /* A prefix of the token, and the token with more after it. */
+        request_auth(h, closed[i], "Authorization: Bearer s3cr3t", &r);
+        assert_int_equal(r.status, 401);
+        resp_clear(&r);
+        request_auth(h, closed[i], "Authorization: Bearer " TOKEN "x", &r);
+        assert_int_equal(r.status, 401);
+        resp_clear(&r);
+        request_auth(h, closed[i], "Authorization: Basic " TOKEN, &r);
+        assert_int_equal(r.status, 401);
+        resp_clear(&r);
+        request_auth(h, closed[i], "Authorization: Bearer " TOKEN, &r);
+        assert_int_equal(r.status,
+                         i + 1 < sizeof(closed) / sizeof(*closed) ? 200 : 404);
+        resp_clear(&r);
+    }
+    /* Probes need no token. */
+    expect_live(h);
+    request(h, "GET", "/readyz", &r);
+    assert_int_equal(r.status, 503);
+    resp_clear(&r);
+    /* The refusals are counted. */
+    request_auth(h, "/metrics", "Authorization: Bearer " TOKEN, &r);
+    assert_true(sample(r.body, "reapd_status_rejected_total{reason=\""
+                               "unauthorized\"}") == 25);
+    resp_clear(&r);
+    snprintf(path, sizeof(path), "%s", tokpath);
+    unlink(path);
+    h_free(h);
+    config_free(cfg);
+}
+
+/* A raw keep-alive connection that has made one request and stays
+ * open; returns its fd. */
+static int
+open_conn(struct h *h)
+{
+    static const char req[] = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct sockaddr_in sin;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    char buf[1024] = "";
+    size_t got = 0;
+    uint64_t deadline = loop_now_ms() + 3000;
+
+    memset(&sin, 0, sizeof(sin));
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sin.sin_port = htons((uint16_t)h->port);
+    assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+    assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    assert_int_equal(send(fd, req, sizeof(req) - 1, 0),
+                     (ssize_t)(sizeof(req) - 1));
+    while (strstr(buf, "{\"live\":true}") == NULL) {
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+
+        if (n > 0)
+            got += (size_t)n;
+        buf[got] = '\0';
+        if (loop_now_ms() > deadline)
+            fail_msg("no answer on a raw connection");
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
+    assert_int_equal(raw_status(buf), 200);
+    return fd;
+}
+
+static void
+t_connection_limit(void **state)
+{
+    struct h *h = h_new();
+    struct config *cfg =
+        status_config(h, "\"status\":{\"max_connections\":2}");
+    struct resp r;
+    int a, b;
+
+    (void)state;
+    status_set_config(h->s, cfg, NULL);
+    a = open_conn(h);
+    b = open_conn(h);
+    assert_int_equal(status_connections(h->s), 2);
+    /* A third connection is answered, with 503, and closed. */
+    request(h, "GET", "/livez", &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.conn, "close");
+    json_free(json_body(&r));
+    resp_clear(&r);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 503);
+    resp_clear(&r);
+    /* One closes: room again. */
+    close(a);
+    run_for(h, 50);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_status_rejected_total{reason=\""
+                               "too_many_connections\"}") == 2);
+    resp_clear(&r);
+    close(b);
+    run_for(h, 50);
+    h_free(h);
+    config_free(cfg);
+}
+
 int
 main(void)
 {
@@ -1170,6 +1529,10 @@ main(void)
         cmocka_unit_test(t_off),
         cmocka_unit_test(t_bad_listen),
         cmocka_unit_test(t_ipv6_listen),
+        cmocka_unit_test(t_metrics_histograms),
+        cmocka_unit_test(t_config_redacted),
+        cmocka_unit_test(t_auth),
+        cmocka_unit_test(t_connection_limit),
     };
 
     signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
