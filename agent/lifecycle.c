@@ -727,7 +727,7 @@ on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
             return;
         }
         /* Stopped, and the engine's record is gone: the engine gave up
-         * on deleting it (the seed's leak). */
+         * on deleting it (the leak after a task-delete timeout). */
         c->anomalies |= LC_AN_TASK_DELETE_TIMEOUT;
         if (!c->p.reap_leaked_tasks) {
             finish(c, o->now_ms, res,

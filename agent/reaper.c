@@ -163,8 +163,8 @@ static void forget(struct rec *c);
 /* ---- histograms ------------------------------------------------------- */
 
 /* From "the engine answered at once" to "well past the default delete
- * timeouts", so a slow cleanup (the seed's) lands in a bucket of its
- * own rather than in +Inf. */
+ * timeouts", so a slow cleanup (a task-delete timeout) lands in a bucket of
+ * its own rather than in +Inf. */
 static const double cleanup_bounds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
                                         30,  60,   120, 300, 600, 1800};
 /* Engine calls: milliseconds when healthy, up to the request timeout

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A task the engine leaked before reapd started (the seed's leak: runc
+# A task the engine leaked before reapd started (the leak after a task-delete timeout: runc
 # delete slower than dockerd's 30 s timeout, then `docker rm`) is found by
 # reapd's audit of containerd's task list, shown on /v1/leaks and in the
 # metrics, and reaped: task, containerd container and shim all gone.

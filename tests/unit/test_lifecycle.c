@@ -2096,8 +2096,9 @@ enum eng_state {
 };
 
 /* containerd's view of its task. The engine deletes the task when the
- * container exits; T_STOPPED is a task it failed to delete (the seed's
- * leak: it gave up, emitted die 255, and removes the container anyway). */
+ * container exits; T_STOPPED is a task it failed to delete (a task-delete
+ * timeout's leak: it gave up, emitted die 255, and removes the container
+ * anyway). */
 enum task_state {
     T_NONE,
     T_RUNNING,
@@ -2663,12 +2664,12 @@ engine_move(struct walk *w, struct rec *x)
         x->eng = E_EXITED;
         task_exit(w, x, (int)rng_below(&w->seed, 256), leak);
         if (leak)
-            o = ob_die(255); /* the seed: the engine's task delete timed
+            o = ob_die(255); /* the engine's task delete timed
                                 out, its die event says 255 */
         else if (d < 85)
             o = ob_die(x->code);
         else if (d < 95)
-            o = ob_die(255); /* the seed's bogus die code */
+            o = ob_die(255); /* the bogus die code */
         else
             o = ob(OBS_EVENT_DIE);
         queue_event(x, o);
@@ -2796,7 +2797,7 @@ answer_inspect(struct walk *w, struct rec *x, bool may_fail)
 
     x->inspecting = false;
     if (may_fail && rng_chance(&w->seed, 12)) {
-        o = ob(OBS_INSPECT_FAILED); /* the seed's 14 s hang, a 500 */
+        o = ob(OBS_INSPECT_FAILED); /* the engine's 14 s hang, a 500 */
     } else if (gone) {
         o = ob(OBS_INSPECT_GONE);
     } else {
@@ -2827,7 +2828,7 @@ answer_delete(struct walk *w, struct rec *x, bool may_fail)
             task_exit(w, x, 137, false);
             queue_event(x, ob_die(137));
         }
-        /* A leaked task stays behind (the seed). */
+        /* A leaked task stays behind (a task-delete timeout). */
         engine_removed(x);
         queue_event(x, ob(OBS_EVENT_DESTROY));
         o = ob(OBS_DELETE_DONE);
@@ -3442,9 +3443,9 @@ test_happy_path_gone_then_destroy(void **state)
     happy_path(GONE_THEN_DESTROY);
 }
 
-/* The seed: the engine's die event says 255, inspect says 7. */
+/* A task-delete timeout: the die event says 255, inspect says 7. */
 static void
-test_seed_exit_code_mismatch(void **state)
+test_delete_timeout_exit_code_mismatch(void **state)
 {
     struct sc s;
 
@@ -3471,7 +3472,7 @@ test_seed_exit_code_mismatch(void **state)
 
 /* 255 is also a real exit code: die 255 and inspect 255 agree. */
 static void
-test_seed_genuine_255(void **state)
+test_delete_timeout_genuine_255(void **state)
 {
     struct sc s;
 
@@ -3487,7 +3488,7 @@ test_seed_genuine_255(void **state)
 /* The inspect answer first (relist), the bogus die event later: the true
  * code stays, the mismatch is still flagged. */
 static void
-test_seed_die_after_inspect(void **state)
+test_delete_timeout_die_after_inspect(void **state)
 {
     struct sc s;
 
@@ -3779,8 +3780,8 @@ test_delete_conflict_then_still_exited(void **state)
            .removed_by_us = false, .delete_attempts = 2, .cleanup_ms = 0);
 }
 
-/* The seed's engine blocks inspect for seconds: failures are retried with
- * backoff, never end the wait, and never make a report. */
+/* An engine deleting a task blocks inspect for seconds: failures are retried
+ * with backoff, never end the wait, and never make a report. */
 static void
 test_inspect_timeouts_retried(void **state)
 {
@@ -4244,12 +4245,12 @@ to_task_phase(struct sc *s)
 }
 
 /*
- * The seed: containerd says 7 first; the engine's task delete times out,
- * its die says 255, it removes the container anyway and leaks the task
- * (STOPPED). reapd reports the true code and deletes the leaked task.
+ * A task-delete timeout: containerd says 7 first; the engine's task delete
+ * times out, its die says 255, it removes the container anyway and leaks the
+ * task (STOPPED). reapd reports the true code and deletes the leaked task.
  */
 static void
-test_containerd_seed(void **state)
+test_containerd_delete_timeout(void **state)
 {
     struct sc s;
 
@@ -5046,7 +5047,7 @@ test_regress_inspect_code_without_finished_at(void **state)
 
 /*
  * Was a bug: giving up while SETTLING (inspect never answered, as with the
- * seed's blocked inspects) reports exit_known=false and source NONE even
+ * engine's blocked inspects) reports exit_known=false and source NONE even
  * though the die event carried a code, and without exit_code_unknown.
  * LC_SRC_NONE means "unknowable (container gone before inspect)"; here the
  * code is known from the event, and the contract wants exit_code null only
@@ -5173,8 +5174,8 @@ test_regress_keep_destroy_before_inspect_answer_parks(void **state)
 
 /*
  * remove policy, give-up: the destroy arrives, but inspect keeps timing
- * out (the seed's engine) until give_up_after_ms. Expected: the record is
- * eventually forgotten once it can see the 404. Actual: ABANDONED with
+ * out (an engine deleting a task) until give_up_after_ms. Expected: the record
+ * is eventually forgotten once it can see the 404. Actual: ABANDONED with
  * destroy_seen true and nothing outstanding; no second destroy will come.
  */
 static void
@@ -5479,9 +5480,9 @@ main(void)
         cmocka_unit_test(test_happy_path),
         cmocka_unit_test(test_happy_path_destroy_before_delete_answer),
         cmocka_unit_test(test_happy_path_gone_then_destroy),
-        cmocka_unit_test(test_seed_exit_code_mismatch),
-        cmocka_unit_test(test_seed_genuine_255),
-        cmocka_unit_test(test_seed_die_after_inspect),
+        cmocka_unit_test(test_delete_timeout_exit_code_mismatch),
+        cmocka_unit_test(test_delete_timeout_genuine_255),
+        cmocka_unit_test(test_delete_timeout_die_after_inspect),
         cmocka_unit_test(test_restart_policy_restarting),
         cmocka_unit_test(test_restart_policy_running),
         cmocka_unit_test(test_removed_by_someone_else),
@@ -5511,7 +5512,7 @@ main(void)
         cmocka_unit_test(test_result_reason_and_from),
     };
     const struct CMUnitTest containerd[] = {
-        cmocka_unit_test(test_containerd_seed),
+        cmocka_unit_test(test_containerd_delete_timeout),
         cmocka_unit_test(test_containerd_normal_path),
         cmocka_unit_test(test_containerd_removed_by_someone_else),
         cmocka_unit_test(test_containerd_task_join_either_order),

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# The seed's failure on a real engine, with reapd's containerd channel on.
+# dockerd's task-delete timeout on a real engine, with reapd's containerd
+# channel on.
 # slowrunc makes `runc delete` take 40 s, past dockerd's 30 s task-delete
 # timeout: dockerd 20.10 then says exitCode 255 in its die event although
 # the process exited 7, and once the container is removed it leaks the
 # containerd task, the containerd container and the shim process.
 # reapd must report 7 (from containerd's TaskExit), flag the bogus 255,
 # finish the deletion the engine gave up on, and only then report.
-# Usage: bash tests/e2e/test_seed.sh /path/to/reapd
+# Usage: bash tests/e2e/test_delete_timeout.sh /path/to/reapd
 # shellcheck disable=SC2016  # jq programs: $names are jq variables
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh

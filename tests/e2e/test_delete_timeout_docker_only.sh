@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# The seed's scenario with the containerd channel off: the true exit code
+# A task-delete timeout with the containerd channel off: the true exit code
 # still comes from inspect (exited 7) and the die event's 255 is flagged;
 # task_deleted is null because nothing can confirm it without containerd.
-# Usage: bash tests/e2e/test_seed_docker_only.sh /path/to/reapd
+# Usage: bash tests/e2e/test_delete_timeout_docker_only.sh /path/to/reapd
 # shellcheck disable=SC2016  # jq programs: $names are jq variables
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
