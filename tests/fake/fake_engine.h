@@ -15,12 +15,17 @@
 
 struct fake_engine;
 
-enum fake_op { FAKE_VERSION, FAKE_LIST, FAKE_INSPECT, FAKE_DELETE, FAKE_EVENTS,
-               FAKE_NOPS };
+enum fake_op {
+    FAKE_VERSION,
+    FAKE_LIST,
+    FAKE_INSPECT,
+    FAKE_DELETE,
+    FAKE_EVENTS,
+    FAKE_NOPS
+};
 
 /* Listens on `path` (unlinked first). NULL on failure. */
-struct fake_engine *fake_engine_new(struct event_base *base,
-                                    const char *path);
+struct fake_engine *fake_engine_new(struct event_base *base, const char *path);
 void fake_engine_free(struct fake_engine *fe);
 
 /* Adds a container in state "running" (or `state`). `labels_json` is a
