@@ -585,6 +585,8 @@ start_call(struct ctrd *c, const char *method, const uint8_t *body,
     hr.connect_timeout_ms = c->timeout_ms;
     hr.max_body = max_msg + 5;
     hr.http2_prior_knowledge = 1;
+    /* Only the events subscription runs without a deadline. */
+    hr.stream = timeout_ms == 0;
     call = loop_http(c->l, &hr, on_headers, on_data, on_done, arg);
 out:
     free(frame);

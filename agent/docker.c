@@ -666,6 +666,7 @@ open_events(struct docker *d)
     hr.unix_socket = d->socket;
     hr.connect_timeout_ms = d->timeout_ms;
     hr.max_body = ERR_MAX_BODY; /* only error answers are buffered */
+    hr.stream = 1;
     d->phase = W_CONNECTING;
     d->wcall = loop_http(d->l, &hr, on_events_headers, on_events_data,
                          on_events_done, d);

@@ -39,12 +39,21 @@ struct http_call {
 
     bool added;     /* inside the multi handle */
     bool cancelled; /* no more callbacks; remove at the next safe point */
+    bool bounded;   /* not a stream: counts against the cap */
+    enum { Q_NONE, Q_WAIT, Q_DEAD } q; /* which list qprev/qnext are in */
     bool headers_done;
     bool too_large;
     bool aborted;
     char errbuf[CURL_ERROR_SIZE];
 
-    struct http_call *prev, *next; /* all calls of the loop */
+    struct http_call *prev, *next;   /* all calls of the loop */
+    struct http_call *qprev, *qnext; /* the wait queue or the dead list */
+};
+
+/* A doubly linked list with a tail, for O(1) push and unlink. */
+struct callq {
+    struct http_call *head, *tail;
+    size_t n;
 };
 
 struct loop {
@@ -55,6 +64,14 @@ struct loop {
     int in_curl;            /* libcurl is on the stack */
     struct http_call *calls;
     size_t ncalls;
+    /* Calls not yet handed to libcurl: streams first, then the rest in
+     * the order they came. */
+    struct callq wait;
+    /* Cancelled while libcurl was on the stack: freed at the next safe
+     * point, without walking every call. */
+    struct callq dead;
+    size_t nbounded;  /* bounded calls inside libcurl */
+    size_t max_calls; /* 0: no cap */
 };
 
 struct sock {
@@ -71,6 +88,15 @@ loop_now_ms(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+uint64_t
+loop_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void
@@ -168,14 +194,64 @@ curl_timer_cb(CURLM *multi, long timeout_ms, void *userp)
 }
 
 static void
+schedule_deferred(struct loop *l)
+{
+    event_active(l->deferred, EV_TIMEOUT, 0);
+}
+
+static void
+q_push(struct callq *q, struct http_call *c, bool front)
+{
+    c->qprev = c->qnext = NULL;
+    if (q->head == NULL) {
+        q->head = q->tail = c;
+    } else if (front) {
+        c->qnext = q->head;
+        q->head->qprev = c;
+        q->head = c;
+    } else {
+        c->qprev = q->tail;
+        q->tail->qnext = c;
+        q->tail = c;
+    }
+    q->n++;
+}
+
+static void
+q_unlink(struct callq *q, struct http_call *c)
+{
+    if (c->qprev != NULL)
+        c->qprev->qnext = c->qnext;
+    else
+        q->head = c->qnext;
+    if (c->qnext != NULL)
+        c->qnext->qprev = c->qprev;
+    else
+        q->tail = c->qprev;
+    c->qprev = c->qnext = NULL;
+    q->n--;
+}
+
+static void
 call_free(struct http_call *c)
 {
     struct loop *l = c->l;
     size_t i;
 
+    if (c->q == Q_WAIT)
+        q_unlink(&l->wait, c);
+    else if (c->q == Q_DEAD)
+        q_unlink(&l->dead, c);
+    c->q = Q_NONE;
     if (c->added) {
         curl_multi_remove_handle(l->multi, c->easy);
         c->added = false;
+        if (c->bounded) {
+            l->nbounded--;
+            /* Room for the next waiting call. */
+            if (l->wait.head != NULL)
+                schedule_deferred(l);
+        }
     }
     if (c->prev != NULL)
         c->prev->next = c->next;
@@ -192,37 +268,52 @@ call_free(struct http_call *c)
     free(c);
 }
 
-static void
-schedule_deferred(struct loop *l)
-{
-    event_active(l->deferred, EV_TIMEOUT, 0);
-}
-
 /* Runs on the loop with libcurl off the stack: carry out what callbacks
  * asked for while libcurl was busy. */
+static bool
+has_room(const struct loop *l, const struct http_call *c)
+{
+    return !c->bounded || l->max_calls == 0 || l->nbounded < l->max_calls;
+}
+
+/* Hands `c` to libcurl; -1 (and `c` untouched) if libcurl refuses. */
+static int
+add_to_multi(struct loop *l, struct http_call *c)
+{
+    CURLMcode rc = curl_multi_add_handle(l->multi, c->easy);
+
+    if (rc != CURLM_OK) {
+        log_error(NULL, "curl_multi_add_handle: %s", curl_multi_strerror(rc));
+        return -1;
+    }
+    c->added = true;
+    if (c->bounded)
+        l->nbounded++;
+    return 0;
+}
+
+static void finish_call(struct http_call *c, CURLcode rc);
+
+/* Runs on the loop with libcurl off the stack: frees what was cancelled
+ * while libcurl was busy, then starts waiting calls while there is room.
+ * Work is proportional to what changed, not to the calls in flight. */
 static void
 on_deferred(evutil_socket_t fd, short what, void *arg)
 {
     struct loop *l = arg;
-    struct http_call *c, *next;
-    CURLMcode rc;
+    struct http_call *c;
 
     (void)fd;
     (void)what;
-    for (c = l->calls; c != NULL; c = next) {
-        next = c->next;
-        if (c->cancelled) {
-            call_free(c);
-            continue;
-        }
-        if (!c->added) {
-            rc = curl_multi_add_handle(l->multi, c->easy);
-            if (rc != CURLM_OK) {
-                log_error(NULL, "curl_multi_add_handle: %s",
-                          curl_multi_strerror(rc));
-                continue;
-            }
-            c->added = true;
+    while (l->dead.head != NULL)
+        call_free(l->dead.head);
+    while ((c = l->wait.head) != NULL && has_room(l, c)) {
+        q_unlink(&l->wait, c);
+        c->q = Q_NONE;
+        if (add_to_multi(l, c) != 0) {
+            snprintf(c->errbuf, sizeof(c->errbuf),
+                     "libcurl refused the transfer");
+            finish_call(c, CURLE_FAILED_INIT);
         }
     }
 }
@@ -444,7 +535,6 @@ loop_http(struct loop *l, const struct http_request *req,
           http_done_cb on_done, void *arg)
 {
     struct http_call *c = NULL, *result = NULL;
-    CURLMcode rc;
 
     c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -459,23 +549,24 @@ loop_http(struct loop *l, const struct http_request *req,
     if (c->easy == NULL || setup_easy(c, req) != 0)
         goto out;
 
+    c->bounded = !req->stream;
     c->next = l->calls;
     if (l->calls != NULL)
         l->calls->prev = c;
     l->calls = c;
     l->ncalls++;
-    if (l->in_curl) {
-        schedule_deferred(l);
-    } else {
-        rc = curl_multi_add_handle(l->multi, c->easy);
-        if (rc != CURLM_OK) {
-            log_error(NULL, "curl_multi_add_handle: %s",
-                      curl_multi_strerror(rc));
+    if (!l->in_curl && l->wait.head == NULL && has_room(l, c)) {
+        if (add_to_multi(l, c) != 0) {
             call_free(c);
             c = NULL;
             goto out;
         }
-        c->added = true;
+    } else {
+        /* Streams jump the queue: an events subscription must not wait
+         * behind a burst of inspects. */
+        c->q = Q_WAIT;
+        q_push(&l->wait, c, !c->bounded);
+        schedule_deferred(l);
     }
     result = c;
     c = NULL;
@@ -495,10 +586,15 @@ loop_http_cancel(struct http_call *c)
     if (c == NULL || c->cancelled)
         return;
     c->cancelled = true;
-    if (c->l->in_curl)
+    /* libcurl never saw a waiting call: free it whoever is on the
+     * stack. */
+    if (c->l->in_curl && c->added) {
+        c->q = Q_DEAD;
+        q_push(&c->l->dead, c, false);
         schedule_deferred(c->l);
-    else
+    } else {
         call_free(c);
+    }
 }
 
 const char *
@@ -525,6 +621,20 @@ loop_http_active(const struct loop *l)
     return l->ncalls;
 }
 
+size_t
+loop_http_waiting(const struct loop *l)
+{
+    return l->wait.n;
+}
+
+void
+loop_set_max_calls(struct loop *l, size_t n)
+{
+    l->max_calls = n;
+    if (l->wait.head != NULL)
+        schedule_deferred(l);
+}
+
 struct loop *
 loop_new(void)
 {
@@ -543,6 +653,7 @@ loop_new(void)
     l->multi = curl_multi_init();
     l->timer = evtimer_new(l->base, on_timer, l);
     l->deferred = event_new(l->base, -1, 0, on_deferred, l);
+    l->max_calls = LOOP_MAX_CALLS;
     if (l->multi == NULL || l->timer == NULL || l->deferred == NULL)
         goto out;
     curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);

@@ -26,8 +26,9 @@ struct loop *loop_new(void);
 void loop_free(struct loop *l);
 struct event_base *loop_base(struct loop *l);
 
-/* Monotonic milliseconds (CLOCK_MONOTONIC). */
+/* Monotonic milliseconds and nanoseconds (CLOCK_MONOTONIC). */
 uint64_t loop_now_ms(void);
+uint64_t loop_now_ns(void);
 
 enum http_error {
     HTTPC_OK = 0,        /* a response arrived (any status) */
@@ -54,6 +55,9 @@ struct http_request {
     long connect_timeout_ms; /* 0 = libcurl default */
     size_t max_body;         /* buffered responses (0: 4 MiB) */
     int http2_prior_knowledge;
+    /* A long-lived stream (an events subscription): started at once,
+     * never counted against loop_set_max_calls(). */
+    int stream;
     /* TLS for https upstreams; NULL = system defaults. */
     const char *ca_file;
     const char *client_cert;
@@ -99,7 +103,19 @@ void loop_http_cancel(struct http_call *c);
 const char *http_response_header(const struct http_response *res,
                                  const char *name);
 
-/* Calls in flight (for metrics and tests). */
+/* Calls in flight, started or waiting (for metrics and tests). */
 size_t loop_http_active(const struct loop *l);
+/* Calls waiting for room under the cap. */
+size_t loop_http_waiting(const struct loop *l);
+
+/*
+ * At most `n` calls that are not streams are handed to libcurl at once
+ * (default LOOP_MAX_CALLS); the rest wait, first come first served, and
+ * their timeout starts when they are handed over. A burst of thousands of
+ * exits so costs the engine and libcurl a bounded number of connections,
+ * and each call a constant amount of work. 0 = no cap.
+ */
+#define LOOP_MAX_CALLS 128
+void loop_set_max_calls(struct loop *l, size_t n);
 
 #endif

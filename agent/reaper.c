@@ -12,6 +12,9 @@
 #include "reaper.h"
 
 #include <event2/event.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,10 @@ struct rec {
     struct reaper *r;
     enum rec_kind kind;
 
+    /* name, image and labels point into `meta`, one block (see
+     * set_meta): a tracked container costs one allocation for them, not
+     * 2 + 2 per label. */
+    void *meta;
     char *name;
     char *image;
     struct label *labels;
@@ -70,7 +77,9 @@ struct rec {
     bool persisted;         /* a record of it is in the store */
     bool resume_pending;    /* loaded from the store, not yet resumed */
     int64_t exited_wall_ms; /* wall clock when its exit was seen */
-    struct lc_obs pend[MAX_PENDING];
+    /* Observations held while discovering (NULL otherwise: most
+     * records never need it). */
+    struct lc_obs *pend;
     size_t npend;
 };
 
@@ -124,7 +133,8 @@ struct reaper {
     bool relisted;       /* a relist completed since the last subscribe */
     unsigned relist_failures;
     struct event *relist_timer;
-    char (*tombs)[65]; /* destroyed while a relist was in flight */
+    struct event *trim_ev; /* after a relist: give the heap back */
+    char (*tombs)[65];     /* destroyed while a relist was in flight */
     size_t ntombs;
 
     /* The containerd channel (NULL: Docker-only mode). */
@@ -133,6 +143,10 @@ struct reaper {
     uint64_t task_list_t0;
     bool task_list_is_audit; /* else: the reconcile after a subscribe */
     struct event *audit_timer;
+    /* An exit or removal was seen since the last task list was sent: the
+     * next periodic audit has something to find. Without one (and
+     * without known leaks) an idle node is never woken to audit. */
+    bool audit_due;
     struct leak *leaks; /* tasks without an engine container */
     size_t nleaks;
     uint64_t tasks_reaped;   /* leaked by the engine, after removal */
@@ -154,11 +168,15 @@ struct reaper {
     reaper_report_cb report_cb;
     void *report_arg;
     struct reaper_stats st;
+    /* When the observation being fed arrived (loop_now_ns); 0 outside
+     * feed(). A report made meanwhile measures reapd's added latency. */
+    uint64_t obs_ns;
 };
 
 static bool feed(struct rec *c, const struct lc_obs *o);
 static bool apply(struct rec *c, const struct lc_result *res);
 static void forget(struct rec *c);
+static void audit_activity(struct reaper *r);
 
 /* ---- histograms ------------------------------------------------------- */
 
@@ -172,9 +190,16 @@ static const double cleanup_bounds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
 static const double call_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                      1,     2.5,  5,     10,   30,  60};
 
+/* reapd's own latency: sub-millisecond when healthy, a slow disk sync at
+ * the far end. */
+static const double latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001,
+                                        0.002,  0.005,   0.01,   0.025,
+                                        0.05,   0.1,     0.25,   1};
+
 #define NBOUNDS(a) (sizeof(a) / sizeof((a)[0]))
 _Static_assert(NBOUNDS(cleanup_bounds) <= REAPER_HIST_MAX, "bounds");
 _Static_assert(NBOUNDS(call_bounds) <= REAPER_HIST_MAX, "bounds");
+_Static_assert(NBOUNDS(latency_bounds) <= REAPER_HIST_MAX, "bounds");
 
 const double *
 reaper_cleanup_bounds(size_t *n)
@@ -188,6 +213,13 @@ reaper_call_bounds(size_t *n)
 {
     *n = NBOUNDS(call_bounds);
     return call_bounds;
+}
+
+const double *
+reaper_latency_bounds(size_t *n)
+{
+    *n = NBOUNDS(latency_bounds);
+    return latency_bounds;
 }
 
 const char *
@@ -323,18 +355,22 @@ rec_unlink(struct rec *c)
 static void
 free_meta(struct rec *c)
 {
-    size_t i;
-
-    for (i = 0; i < c->nlabels; i++) {
-        free(c->labels[i].key);
-        free(c->labels[i].value);
-    }
-    free(c->labels);
+    free(c->meta);
+    c->meta = NULL;
     c->labels = NULL;
     c->nlabels = 0;
-    free(c->name);
-    free(c->image);
     c->name = c->image = NULL;
+}
+
+static char *
+put_str(char **p, const char *s)
+{
+    char *at = *p;
+    size_t n = strlen(s) + 1;
+
+    memcpy(at, s, n);
+    *p += n;
+    return at;
 }
 
 static void
@@ -348,38 +384,41 @@ set_str(char **dst, const char *src)
     *dst = n;
 }
 
-/* Copies name, image and labels. Returns 0 or -1 (out of memory). */
+/*
+ * Copies name, image and labels into one block: the label array, then the
+ * strings. The arguments may point into the record's current block (a
+ * rename): it is freed only after the copy. Returns 0 or -1 (out of
+ * memory; the old values stay).
+ */
 static int
 set_meta(struct rec *c, const char *name, const char *image,
          const struct label *labels, size_t n)
 {
-    struct label *copy = NULL;
-    size_t i;
+    size_t i, size = n * sizeof(struct label);
+    struct label *copy;
+    char *blob, *p;
 
-    if (n > 0) {
-        copy = calloc(n, sizeof(*copy));
-        if (copy == NULL)
-            return -1;
-        for (i = 0; i < n; i++) {
-            copy[i].key = strdup(labels[i].key);
-            copy[i].value = strdup(labels[i].value);
-            if (copy[i].key == NULL || copy[i].value == NULL) {
-                for (;; i--) {
-                    free(copy[i].key);
-                    free(copy[i].value);
-                    if (i == 0)
-                        break;
-                }
-                free(copy);
-                return -1;
-            }
-        }
+    size += name != NULL ? strlen(name) + 1 : 0;
+    size += image != NULL ? strlen(image) + 1 : 0;
+    for (i = 0; i < n; i++)
+        size += strlen(labels[i].key) + strlen(labels[i].value) + 2;
+    blob = malloc(size > 0 ? size : 1);
+    if (blob == NULL)
+        return -1;
+    copy = (struct label *)(void *)blob;
+    p = blob + n * sizeof(struct label);
+    for (i = 0; i < n; i++) {
+        copy[i].key = put_str(&p, labels[i].key);
+        copy[i].value = put_str(&p, labels[i].value);
     }
+    name = name != NULL ? put_str(&p, name) : NULL;
+    image = image != NULL ? put_str(&p, image) : NULL;
     free_meta(c);
-    c->labels = copy;
+    c->meta = blob;
+    c->labels = n > 0 ? copy : NULL;
     c->nlabels = n;
-    c->name = name != NULL ? strdup(name) : NULL;
-    c->image = image != NULL ? strdup(image) : NULL;
+    c->name = (char *)name;
+    c->image = (char *)image;
     return 0;
 }
 
@@ -1067,6 +1106,10 @@ make_report(struct rec *c)
         return;
     }
     r->st.reports++;
+    if (r->obs_ns != 0)
+        hist_observe(&r->st.report_latency, latency_bounds,
+                     NBOUNDS(latency_bounds),
+                     (double)(loop_now_ns() - r->obs_ns) / 1e9);
     if (lc->anomalies & LC_AN_EXIT_CODE_MISMATCH)
         r->st.exit_code_mismatches++;
     if (lc->anomalies & LC_AN_GAVE_UP)
@@ -1209,18 +1252,24 @@ feed(struct rec *c, const struct lc_obs *obs)
     if (c->kind == R_IGNORED)
         return true;
     if (c->kind == R_DISCOVERING) {
-        if (c->npend < MAX_PENDING)
+        if (c->pend == NULL)
+            c->pend = calloc(MAX_PENDING, sizeof(*c->pend));
+        if (c->pend != NULL && c->npend < MAX_PENDING)
             c->pend[c->npend++] = o;
         else
             log_warn(c->id, "too many events before its labels were known;"
                             " the relist will reconcile");
         return true;
     }
+    r->obs_ns = loop_now_ns();
     o.now_ms = loop_now_ms();
     o.rnd = backoff_rand(&r->rnd);
     lc_step(&c->lc, &o, &res);
-    if (!apply(c, &res))
+    if (!apply(c, &res)) {
+        r->obs_ns = 0;
         return false;
+    }
+    r->obs_ns = 0;
     persist(c);
     return true;
 }
@@ -1248,6 +1297,7 @@ forget(struct rec *c)
         event_free(c->giveup);
     rec_unlink(c);
     free_meta(c);
+    free(c->pend);
     free(c->policy);
     free(c->started_at);
     free(c->finished_at);
@@ -1265,14 +1315,16 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     const struct policy *p = NULL;
     enum policy_action a;
     struct lc_params lp;
-    struct lc_obs pend[MAX_PENDING], o;
+    struct lc_obs *pend = c->pend, o;
     size_t npend = c->npend, i;
 
     a = policy_decide(&cfg->policies, c->name, c->image, c->labels, c->nlabels,
                       &p);
+    c->pend = NULL;
+    c->npend = 0;
     if (a == POLICY_IGNORE) {
         c->kind = R_IGNORED;
-        c->npend = 0;
+        free(pend);
         free_meta(c); /* an ignored record is just its id */
         return;
     }
@@ -1296,11 +1348,12 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
              c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
              policy_action_name(a));
 
-    memcpy(pend, c->pend, sizeof(pend));
-    c->npend = 0;
     for (i = 0; i < npend; i++)
-        if (!feed(c, &pend[i]))
+        if (!feed(c, &pend[i])) {
+            free(pend);
             return; /* forgotten (e.g. destroyed before it ran) */
+        }
+    free(pend);
     memset(&o, 0, sizeof(o));
     if (found) {
         o.kind = OBS_FOUND;
@@ -1429,11 +1482,13 @@ on_event(const struct docker_event *ev, void *arg)
         o.kind = OBS_EVENT_START;
         break;
     case EV_DIE:
+        audit_activity(r);
         o.kind = OBS_EVENT_DIE;
         o.has_exit_code = ev->has_exit_code;
         o.exit_code = ev->exit_code;
         break;
     case EV_DESTROY:
+        audit_activity(r);
         o.kind = OBS_EVENT_DESTROY;
         tombstone(r, ev->id);
         break;
@@ -1458,8 +1513,9 @@ on_event(const struct docker_event *ev, void *arg)
             forget(c);
         return;
     }
-    if (ev->action == EV_RENAME && ev->name != NULL)
-        set_str(&c->name, ev->name);
+    if (ev->action == EV_RENAME && ev->name != NULL &&
+        set_meta(c, ev->name, c->image, c->labels, c->nlabels) != 0)
+        log_error(c->id, "out of memory copying its new name");
     if (ev->action == EV_DIE)
         c->die_nano = ev->time_nano;
     if (o.kind != OBS_NKINDS)
@@ -1578,6 +1634,21 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
                  "%zu tracked",
                  n, r->nrecs);
     r->relisted = true;
+    /* The answer (megabytes with thousands of containers) is freed when
+     * this callback returns; the heap it grew would otherwise stay
+     * resident for good. */
+    event_active(r->trim_ev, EV_TIMEOUT, 0);
+}
+
+static void
+on_trim(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    (void)arg;
+#if defined(__GLIBC__)
+    malloc_trim(0);
+#endif
 }
 
 static void
@@ -1796,6 +1867,7 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     call_done(r, REAPER_CALL_TASK_LIST, r->task_list_t0);
     if (st != CTRD_OK) {
         log_warn(NULL, "containerd Tasks.List: %s", msg);
+        r->audit_due = true;
         audit_schedule(r);
         return;
     }
@@ -1831,8 +1903,19 @@ task_list(struct reaper *r)
         return;
     r->task_list_t0 = loop_now_ms();
     r->task_list_req = ctrd_task_list(r->ctrd, on_task_list, r);
+    r->audit_due = r->task_list_req == NULL;
     if (r->task_list_req == NULL)
         audit_schedule(r);
+}
+
+/* A task may have been left behind: audit within the interval. */
+static void
+audit_activity(struct reaper *r)
+{
+    if (r->ctrd == NULL)
+        return;
+    r->audit_due = true;
+    audit_schedule(r);
 }
 
 static void
@@ -1849,7 +1932,12 @@ audit_schedule(struct reaper *r)
     int64_t ms = r->cfg->containerd_audit_interval_ms;
     struct timeval tv;
 
-    if (ms <= 0 || r->audit_timer == NULL)
+    if (ms <= 0 || r->audit_timer == NULL ||
+        evtimer_pending(r->audit_timer, NULL))
+        return;
+    /* Leaks known are confirmed (two audits in a row) and reaped by
+     * audits; otherwise only activity makes a new one possible. */
+    if (!r->audit_due && r->nleaks == 0)
         return;
     tv.tv_sec = (time_t)(ms / 1000);
     tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
@@ -1875,6 +1963,8 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
 
     if (!docker_valid_id(ev->container_id))
         return;
+    if (ev->kind == CTRD_EV_TASK_EXIT || ev->kind == CTRD_EV_TASK_DELETE)
+        audit_activity(r);
     c = lookup(r, ev->container_id);
     memset(&o, 0, sizeof(o));
     switch (ev->kind) {
@@ -1928,11 +2018,12 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->tombs = calloc(MAX_TOMBSTONE, sizeof(*r->tombs));
     r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
     r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
+    r->trim_ev = event_new(loop_base(l), -1, 0, on_trim, r);
     r->flush_ev = event_new(loop_base(l), -1, 0, on_flush, r);
     r->store_retry = evtimer_new(loop_base(l), on_store_retry, r);
     r->prune_timer = evtimer_new(loop_base(l), on_prune, r);
     if (r->buckets == NULL || r->tombs == NULL || r->grant_ev == NULL ||
-        r->relist_timer == NULL || r->flush_ev == NULL ||
+        r->relist_timer == NULL || r->trim_ev == NULL || r->flush_ev == NULL ||
         r->store_retry == NULL || r->prune_timer == NULL) {
         reaper_free(r);
         return NULL;
@@ -1989,6 +2080,8 @@ reaper_free(struct reaper *r)
         event_free(r->grant_ev);
     if (r->relist_timer != NULL)
         event_free(r->relist_timer);
+    if (r->trim_ev != NULL)
+        event_free(r->trim_ev);
     free(r->buckets);
     free(r->tombs);
     free(r);

@@ -62,9 +62,10 @@ enum reaper_call {
     REAPER_CALL_N
 };
 
-/* Upper bounds (seconds, ascending) of the two histograms' buckets. */
+/* Upper bounds (seconds, ascending) of the histograms' buckets. */
 const double *reaper_cleanup_bounds(size_t *n);
 const double *reaper_call_bounds(size_t *n);
+const double *reaper_latency_bounds(size_t *n);
 /* "removed", "kept", "gave_up", "unconfirmed". */
 const char *reaper_cleanup_name(enum reaper_cleanup c);
 /* api "docker" or "containerd"; call "list", "inspect", "delete",
@@ -106,6 +107,10 @@ struct reaper_stats {
     struct reaper_hist cleanup[REAPER_CLEANUP_N];
     /* Engine calls that got an answer (or failed), by call. */
     struct reaper_hist calls[REAPER_CALL_N];
+    /* reapd's own share of a cleanup: from the engine observation that
+     * completed it (handed to the lifecycle) to its report being durable
+     * (reports.jsonl and the state database). */
+    struct reaper_hist report_latency;
 };
 
 /*

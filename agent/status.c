@@ -352,6 +352,12 @@ histograms(struct evbuffer *b, const struct reaper_stats *st)
         histogram(b, "reapd_engine_request_duration_seconds", labels,
                   &st->calls[i], bounds, n);
     }
+    bounds = reaper_latency_bounds(&n);
+    family(b, "reapd_report_latency_seconds", "histogram",
+           "reapd's own share of a cleanup: from the engine observation "
+           "that completed it to its report being durable.");
+    histogram(b, "reapd_report_latency_seconds", "", &st->report_latency,
+              bounds, n);
 }
 
 static void

@@ -199,7 +199,7 @@ for name in reapd_build_info reapd_events_received_total \
   reapd_state_write_errors_total reapd_reports_unstored \
   reapd_reports_pruned_total reapd_config_reloads_total \
   reapd_cleanup_duration_seconds reapd_engine_request_duration_seconds \
-  reapd_status_connections reapd_status_rejected_total; do
+  reapd_report_latency_seconds reapd_status_connections reapd_status_rejected_total; do
   grep -q "^# TYPE $name " "$T/metrics" || fail "metric $name missing"
 done
 grep -Eq '^reapd_build_info\{version="[0-9]+\.[0-9]+\.[0-9]+[^"]*"\} 1$' \

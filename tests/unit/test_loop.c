@@ -67,7 +67,8 @@ struct srv {
     char echo_ctype[64];
     int nrequests;
     int nstreams_open;
-    int nclosed; /* pending requests whose client went away */
+    int slow_now, slow_max; /* /slow requests held at once, and the most */
+    int nclosed;            /* pending requests whose client went away */
 };
 
 static struct pend *
@@ -153,6 +154,21 @@ on_stream_tick(evutil_socket_t fd, short what, void *arg)
     if (!p->s->stream_forever)
         p->chunks_left--;
     evtimer_add(p->timer, &tv);
+}
+
+static void reply_text(struct evhttp_request *req, int code, const char *body);
+
+/* /slow: answered 50 ms after it arrived. */
+static void
+on_slow_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct pend *p = arg;
+
+    (void)fd;
+    (void)what;
+    p->s->slow_now--;
+    reply_text(p->req, 200, "slow");
+    pend_drop(p);
 }
 
 static void
@@ -242,6 +258,15 @@ on_request(struct evhttp_request *req, void *arg)
         body[n] = '\0';
         reply_text(req, 200, body);
         free(body);
+    } else if (strcmp(path, "/slow") == 0) {
+        struct pend *p = pend_new(s, req);
+        struct timeval tv = {0, 50000};
+
+        p->chunks_left = -2;
+        p->timer = evtimer_new(s->base, on_slow_tick, p);
+        evtimer_add(p->timer, &tv);
+        if (++s->slow_now > s->slow_max)
+            s->slow_max = s->slow_now;
     } else if (strcmp(path, "/never") == 0) {
         struct pend *p = pend_new(s, req);
 
@@ -1117,6 +1142,80 @@ t_concurrent(void **state)
     fx_free(f);
 }
 
+/* The cap: no more than max_calls bounded calls reach the server at once,
+ * the rest wait their turn (first come, first served); a waiting call can
+ * be cancelled without a callback; a stream does not wait behind them. */
+#define NCAPPED 10
+
+struct capped {
+    struct rec r[NCAPPED];
+    struct rec stream;
+};
+
+static int
+capped_done(const void *arg)
+{
+    const struct capped *m = arg;
+    int i;
+
+    for (i = 0; i < NCAPPED - 1; i++)
+        if (m->r[i].done == 0)
+            return 0;
+    return 1;
+}
+
+static void
+t_cap(void **state)
+{
+    struct fx *f = fx_new();
+    struct capped *m = calloc(1, sizeof(*m));
+    struct http_request req = {.url = "http://localhost/slow",
+                               .unix_socket = f->s->sock};
+    struct http_request stream = {.url = "http://localhost/stream",
+                                  .unix_socket = f->s->sock,
+                                  .stream = 1};
+    int i;
+
+    (void)state;
+    assert_non_null(m);
+    loop_set_max_calls(f->l, 3);
+    for (i = 0; i < NCAPPED; i++) {
+        m->r[i].call = loop_http(f->l, &req, NULL, NULL, rec_done, &m->r[i]);
+        assert_non_null(m->r[i].call);
+    }
+    assert_int_equal(loop_http_active(f->l), NCAPPED);
+    assert_int_equal(loop_http_waiting(f->l), NCAPPED - 3);
+    loop_http_cancel(m->r[NCAPPED - 1].call);
+    assert_int_equal(loop_http_waiting(f->l), NCAPPED - 4);
+    m->stream.call =
+        loop_http(f->l, &stream, rec_headers, rec_data, rec_done, &m->stream);
+    assert_non_null(m->stream.call);
+    /* The stream is answered while the first slow calls are still held. */
+    run_until(f, has_headers, &m->stream, 3000);
+    assert_true(m->r[NCAPPED - 2].done == 0);
+    run_until(f, capped_done, m, 10000);
+    for (i = 0; i < NCAPPED - 1; i++) {
+        assert_int_equal(m->r[i].error, HTTPC_OK);
+        assert_int_equal(m->r[i].status, 200);
+        assert_string_equal(m->r[i].body, "slow");
+        rec_clear(&m->r[i]);
+    }
+    /* First come, first served: a call starts when one of the three
+     * before it ended, and is held 50 ms. */
+    for (i = 3; i < NCAPPED - 1; i++)
+        assert_true(m->r[i].done_ms >= m->r[i - 3].done_ms + 30);
+    assert_int_equal(m->r[NCAPPED - 1].done, 0);
+    assert_int_equal(f->s->slow_max, 3);
+    assert_int_equal(f->s->slow_now, 0);
+    assert_int_equal(loop_http_waiting(f->l), 0);
+    run_until(f, is_done, &m->stream, 3000);
+    assert_int_equal(m->stream.error, HTTPC_OK);
+    rec_clear(&m->stream);
+    assert_int_equal(loop_http_active(f->l), 0);
+    free(m);
+    fx_free(f);
+}
+
 static void
 t_active_counts(void **state)
 {
@@ -1257,6 +1356,7 @@ main(void)
         cmocka_unit_test(t_spawn_from_data),
         cmocka_unit_test(t_start_from_done),
         cmocka_unit_test(t_concurrent),
+        cmocka_unit_test(t_cap),
         cmocka_unit_test(t_active_counts),
         cmocka_unit_test(t_response_header),
         cmocka_unit_test(t_free_in_flight),

@@ -561,13 +561,15 @@ t_metrics(void **state)
      * 2 stream reconnect counters; each histogram series: its buckets,
      * +Inf, _sum and _count. */
     {
-        size_t nc, ne;
+        size_t nc, ne, nl;
 
         reaper_cleanup_bounds(&nc);
         reaper_call_bounds(&ne);
+        reaper_latency_bounds(&nl);
         assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 6 + 2 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
-                                      REAPER_CALL_N * (int)(ne + 3));
+                                      REAPER_CALL_N * (int)(ne + 3) +
+                                      (int)(nl + 3));
     }
     resp_clear(&r);
     h_free(h);
@@ -1214,12 +1216,18 @@ check_histogram(const char *text, const char *name, const char *labels,
     snprintf(series, sizeof(series), "%s_bucket{%sle=\"+Inf\"}", name, labels);
     v = sample(text, series);
     assert_true(v >= prev);
-    snprintf(series, sizeof(series), "%s_count{%.*s}", name,
-             (int)strlen(labels) - 1, labels);
+    if (labels[0] == '\0')
+        snprintf(series, sizeof(series), "%s_count", name);
+    else
+        snprintf(series, sizeof(series), "%s_count{%.*s}", name,
+                 (int)strlen(labels) - 1, labels);
     count = sample(text, series);
     assert_true(count == v);
-    snprintf(series, sizeof(series), "%s_sum{%.*s}", name,
-             (int)strlen(labels) - 1, labels);
+    if (labels[0] == '\0')
+        snprintf(series, sizeof(series), "%s_sum", name);
+    else
+        snprintf(series, sizeof(series), "%s_sum{%.*s}", name,
+                 (int)strlen(labels) - 1, labels);
     sum = sample(text, series);
     assert_true(sum >= 0);
     if (v == prev) /* nothing above the last bound: the sum is bounded */
@@ -1262,6 +1270,10 @@ t_metrics_histograms(void **state)
     assert_true(
         check_histogram(r.body, "reapd_engine_request_duration_seconds",
                         "api=\"docker\",call=\"delete\",", bounds, n) == 1);
+    bounds = reaper_latency_bounds(&n);
+    assert_true(check_histogram(r.body, "reapd_report_latency_seconds", "",
+                                bounds, n) == 1);
+    bounds = reaper_call_bounds(&n);
     snprintf(labels, sizeof(labels), "api=\"docker\",call=\"list\",");
     assert_true(check_histogram(r.body,
                                 "reapd_engine_request_duration_seconds",
