@@ -33,7 +33,9 @@
 #define MAX_PENDING    8
 #define MAX_UNSAVED    100000 /* reports held while the disk is full */
 #define CHECKPOINT_KEY "docker.events.time_nano"
-#define MAX_TOMBSTONE  4096
+/* Bytes of reports.jsonl whose reports the store holds (see report.h). */
+#define JOURNAL_KEY   "reports.jsonl.end"
+#define MAX_TOMBSTONE 4096
 
 enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
 
@@ -752,6 +754,94 @@ store_report(struct reaper *r, const char *id, const char *cid,
     return 0;
 }
 
+/* Every report in reports.jsonl so far is in the store too (none is
+ * waiting in memory for a full disk to free up): move the journal
+ * checkpoint (batched with the next flush; a checkpoint that lags only
+ * makes the replay meet duplicates). */
+static void
+journal_stored(struct reaper *r)
+{
+    if (r->rl == NULL || r->store == NULL || r->nunsaved > 0)
+        return;
+    store_result(
+        r, store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl)),
+        "saving the reports.jsonl checkpoint");
+    schedule_flush(r);
+}
+
+struct replay {
+    struct reaper *r;
+    size_t lines, recovered, bad;
+};
+
+static void keep_unsaved(struct reaper *r, const char *id, const char *cid,
+                         const char *json, size_t len);
+
+static void
+on_journal_line(const char *line, size_t len, void *arg)
+{
+    struct replay *rp = arg;
+    struct reaper *r = rp->r;
+    char id[33], cid[65];
+    int rc;
+
+    rp->lines++;
+    if (report_line_ids(line, len, id, cid) != 0) {
+        rp->bad++;
+        return;
+    }
+    rc = store_add_report(r->store, id, cid, line, len, report_now_ms());
+    if (rc == STORE_DUPLICATE)
+        return; /* the usual case: the checkpoint lagged a little */
+    store_result(r, rc, "storing a recovered report");
+    if (rc < 0) {
+        keep_unsaved(r, id, cid, line, len);
+        return;
+    }
+    rp->recovered++;
+    if (r->cfg->upstream_url == NULL)
+        store_mark_delivered(r->store, id, report_now_ms());
+}
+
+/*
+ * Repairs the store from reports.jsonl, the journal of reports: lines
+ * past the checkpoint whose reports the store does not hold (a power loss
+ * undid their commit) are stored again, to be delivered. The first start
+ * on a state directory (no checkpoint yet) trusts the store as it is.
+ */
+static int
+recover_journal(struct reaper *r)
+{
+    struct replay rp = {.r = r};
+    int64_t from = 0, end = report_log_end(r->rl);
+
+    if (store_get_checkpoint(r->store, JOURNAL_KEY, &from) != STORE_OK) {
+        from = end;
+    } else if (from > end) {
+        log_warn(NULL,
+                 "%s is shorter than when last seen (%lld < %lld bytes: "
+                 "rotated or truncated?); nothing to recover from it",
+                 report_log_path(r->rl), (long long)end, (long long)from);
+        from = end;
+    }
+    if (report_log_replay(r->rl, from, on_journal_line, &rp, &end) != 0) {
+        log_error(NULL, "cannot read %s: %m", report_log_path(r->rl));
+        return -1;
+    }
+    if (rp.bad > 0)
+        log_warn(NULL,
+                 "%s: %zu lines past byte %lld are not reports; "
+                 "skipped",
+                 report_log_path(r->rl), rp.bad, (long long)from);
+    if (rp.recovered > 0)
+        log_warn(NULL,
+                 "recovered %zu reports from %s that the state database "
+                 "had lost (a power loss?); they will be delivered",
+                 rp.recovered, report_log_path(r->rl));
+    journal_stored(r);
+    return 0;
+}
+
 #define PRUNE_INTERVAL_S 600
 
 /* Retention: delivered reports beyond the configured age or count go;
@@ -838,6 +928,7 @@ on_store_retry(evutil_socket_t fd, short what, void *arg)
         free(u->json);
         free(u);
     }
+    journal_stored(r);
     if (store_pending(r->store) > 0)
         schedule_flush(r);
 }
@@ -1039,6 +1130,8 @@ make_report(struct rec *c)
     char *json;
     size_t len, n = 0;
     uint32_t bit;
+    bool journaled;
+    int rc;
 
     if (!c->report_on)
         return;
@@ -1094,16 +1187,23 @@ make_report(struct rec *c)
     /* reports.jsonl first, then the store: a crash between the two
      * leaves the record unforgotten, so the same report (same id) is made
      * again after the restart; never the other way round. */
-    if (r->rl != NULL && report_log_append(r->rl, json, len) != 0) {
+    journaled = r->rl != NULL && report_log_append(r->rl, json, len) == 0;
+    if (r->rl != NULL && !journaled) {
         r->st.report_errors++;
         log_error(c->id, "cannot append the report to %s: %m",
                   report_log_path(r->rl));
     }
-    if (r->store != NULL &&
-        store_report(r, rep.report_id, c->id, json, len) != 0) {
-        keep_unsaved(r, rep.report_id, c->id, json, len);
-        free(json);
-        return;
+    if (r->store != NULL) {
+        /* Not in the journal: the store's own commit must be synced. */
+        store_set_journaled(r->store, journaled);
+        rc = store_report(r, rep.report_id, c->id, json, len);
+        store_set_journaled(r->store, r->rl != NULL);
+        if (rc != 0) {
+            keep_unsaved(r, rep.report_id, c->id, json, len);
+            free(json);
+            return;
+        }
+        journal_stored(r);
     }
     r->st.reports++;
     if (r->obs_ns != 0)
@@ -2131,6 +2231,11 @@ reaper_start(struct reaper *r)
 
         struct timeval soon = {0, 0};
 
+        if (r->rl != NULL) {
+            store_set_journaled(r->store, true);
+            if (recover_journal(r) != 0)
+                return -1;
+        }
         if (load_records(r) != 0)
             return -1;
         evtimer_add(r->prune_timer, &soon);

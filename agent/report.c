@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,13 @@
 #include <unistd.h>
 #include <yajl/yajl_gen.h>
 
+#include "json.h"
+#include "log.h"
+
 struct report_log {
     int fd;
     char *path;
+    int64_t end; /* size after the last whole line */
 };
 
 /* FNV-1a, 64 bit, continued from `h`. */
@@ -209,6 +214,7 @@ report_log_open(const char *dir)
 {
     struct report_log *rl = NULL;
     size_t n = strlen(dir) + sizeof("/reports.jsonl");
+    struct stat st;
 
     rl = calloc(1, sizeof(*rl));
     if (rl == NULL)
@@ -219,15 +225,18 @@ report_log_open(const char *dir)
         return NULL;
     }
     snprintf(rl->path, n, "%s/reports.jsonl", dir);
-    rl->fd = open(rl->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-    if (rl->fd < 0) {
+    rl->fd = open(rl->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    if (rl->fd < 0 || fstat(rl->fd, &st) != 0) {
         int e = errno;
 
+        if (rl->fd >= 0)
+            close(rl->fd);
         free(rl->path);
         free(rl);
         errno = e;
         return NULL;
     }
+    rl->end = (int64_t)st.st_size;
     return rl;
 }
 
@@ -274,6 +283,7 @@ report_log_append(struct report_log *rl, const char *json, size_t len)
             e = errno;
         goto out;
     }
+    rl->end = (int64_t)st.st_size + (int64_t)len + 1;
     if (fdatasync(rl->fd) != 0) {
         e = errno;
         goto out;
@@ -284,4 +294,128 @@ out:
     if (result != 0)
         errno = e;
     return result;
+}
+
+int64_t
+report_log_end(const struct report_log *rl)
+{
+    return rl->end;
+}
+
+int
+report_log_replay(struct report_log *rl, int64_t from, report_line_cb cb,
+                  void *arg, int64_t *end)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t cap = 64 * 1024, have = 0, start, i;
+    int64_t buf_at = from;  /* file offset of buf[0] */
+    int64_t line_at = from; /* file offset of the line being read */
+    bool skipping = false;  /* inside an over-long line */
+    int result = -1, e = 0;
+    ssize_t n;
+
+    if (fstat(rl->fd, &st) != 0 || from < 0 || from > (int64_t)st.st_size) {
+        e = errno ? errno : EINVAL;
+        goto out;
+    }
+    buf = malloc(cap);
+    if (buf == NULL) {
+        e = ENOMEM;
+        goto out;
+    }
+    while (buf_at + (int64_t)have < (int64_t)st.st_size) {
+        if (have == cap) {
+            /* A line longer than the buffer: grow up to the bound, then
+             * drop what was read of it and skip to its end. */
+            char *nb = cap <= REPORT_LINE_MAX ? realloc(buf, cap * 2) : NULL;
+
+            if (nb != NULL) {
+                buf = nb;
+                cap *= 2;
+            } else {
+                skipping = true;
+                buf_at += (int64_t)have;
+                have = 0;
+            }
+        }
+        do {
+            n = pread(rl->fd, buf + have, cap - have,
+                      (off_t)(buf_at + (int64_t)have));
+        } while (n < 0 && errno == EINTR);
+        if (n < 0) {
+            e = errno;
+            goto out;
+        }
+        if (n == 0)
+            break; /* shrank under us */
+        start = 0;
+        for (i = have; i < have + (size_t)n; i++) {
+            if (buf[i] != '\n')
+                continue;
+            if (skipping || i - start > REPORT_LINE_MAX)
+                log_warn(NULL,
+                         "%s: the line at byte %lld is longer than %zu "
+                         "bytes; skipped",
+                         rl->path, (long long)line_at, REPORT_LINE_MAX);
+            else if (i > start)
+                cb(buf + start, i - start, arg);
+            skipping = false;
+            start = i + 1;
+            line_at = buf_at + (int64_t)start;
+        }
+        have += (size_t)n;
+        memmove(buf, buf + start, have - start);
+        have -= start;
+        buf_at += (int64_t)start;
+    }
+    if (line_at < (int64_t)st.st_size) {
+        log_warn(NULL,
+                 "%s: a torn last line (%lld bytes, a write cut short) is "
+                 "cut off",
+                 rl->path, (long long)((int64_t)st.st_size - line_at));
+        if (ftruncate(rl->fd, (off_t)line_at) != 0 || fdatasync(rl->fd) != 0) {
+            e = errno;
+            goto out;
+        }
+    }
+    rl->end = line_at;
+    *end = line_at;
+    result = 0;
+out:
+    free(buf);
+    if (result != 0)
+        errno = e;
+    return result;
+}
+
+/* The string member `key` of `root` if it has `len` lowercase hex digits. */
+static int
+hex_member(const struct json_node *root, const char *key, size_t len,
+           char *out)
+{
+    const char *s = json_string(json_get(root, key));
+    size_t i;
+
+    if (s == NULL || strlen(s) != len)
+        return -1;
+    for (i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return -1;
+    memcpy(out, s, len + 1);
+    return 0;
+}
+
+int
+report_line_ids(const char *line, size_t len, char id[33], char cid[65])
+{
+    struct json_limits lim = {.max_bytes = REPORT_LINE_MAX, .max_depth = 8};
+    struct json_node *root = json_parse(line, len, &lim, 0, NULL, 0, NULL);
+    int rc = -1;
+
+    if (root != NULL && hex_member(root, "report_id", 32, id) == 0 &&
+        hex_member(root, "container_id", 64, cid) == 0)
+        rc = 0;
+    json_free(root);
+    return rc;
 }

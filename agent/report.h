@@ -71,10 +71,34 @@ struct report_log *report_log_open(const char *dir);
 void report_log_close(struct report_log *rl);
 /*
  * Appends one line: `json` plus "\n" in a single write, then fdatasync,
- * so a crash never leaves a torn line behind a complete one. 0 or -1
+ * so a crash never leaves a torn line behind a complete one. This sync is
+ * the one a report waits for. 0 or -1
  * (errno set; the line was not, or not wholly, written).
  */
 int report_log_append(struct report_log *rl, const char *json, size_t len);
 const char *report_log_path(const struct report_log *rl);
+/* The file's size after the last append (or at open): the offset just past
+ * the last whole line written. */
+int64_t report_log_end(const struct report_log *rl);
+
+/* One whole line (without its "\n") found by report_log_replay. */
+typedef void (*report_line_cb)(const char *line, size_t len, void *arg);
+
+/*
+ * reports.jsonl is the journal of reports: a report is durable once its
+ * line is (fdatasync), and the state database, which commits without a
+ * sync of its own, is repaired from it at startup. This reads every whole
+ * line from byte `from` to the end and hands it to `cb` (lines longer than
+ * REPORT_LINE_MAX are skipped with a warning). A torn last line (a power
+ * loss mid-write) is cut off, so the next append starts a line of its own.
+ * Returns 0 with the end of the last whole line in `*end`, or -1 (errno).
+ */
+#define REPORT_LINE_MAX ((size_t)1 << 20)
+int report_log_replay(struct report_log *rl, int64_t from, report_line_cb cb,
+                      void *arg, int64_t *end);
+
+/* The report_id (32 hex) and container_id (64 hex) of a report line.
+ * 0, or -1 if the line is not a report. */
+int report_line_ids(const char *line, size_t len, char id[33], char cid[65]);
 
 #endif

@@ -192,6 +192,7 @@ struct pend {
 struct store {
     sqlite3 *db;
     char *path;
+    bool journaled; /* reports: no FULL sync (store_set_journaled) */
     sqlite3_stmt *stmt[S_COUNT];
     int64_t page_size;
     int64_t default_max_pages;
@@ -1165,9 +1166,11 @@ store_add_report(struct store *st, const char *report_id,
         !valid_id(container_id, STORE_ID_MAX) ||
         !valid_body(body, len, STORE_BODY_MAX))
         return invalid(st, what);
-    result = set_full_sync(st, true, what);
-    if (result != STORE_OK)
-        return result;
+    if (!st->journaled) {
+        result = set_full_sync(st, true, what);
+        if (result != STORE_OK)
+            return result;
+    }
     result = begin(st, what);
     if (result != STORE_OK)
         goto out;
@@ -1208,8 +1211,15 @@ store_add_report(struct store *st, const char *report_id,
 out:
     rollback(st); /* nothing to undo once committed */
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
-    set_full_sync(st, false, what);
+    if (!st->journaled)
+        set_full_sync(st, false, what);
     return result;
+}
+
+void
+store_set_journaled(struct store *st, bool on)
+{
+    st->journaled = on;
 }
 
 void

@@ -8,10 +8,14 @@
  *
  *  - A report is "made" only once it is on disk: store_add_report commits
  *    it in its own transaction with synchronous=FULL (the WAL is fsynced)
- *    before it returns. Its report_id is the primary key, so a report made
- *    again after a restart (same exit, same id; see report.h) is refused
- *    as STORE_DUPLICATE: each report is delivered at least once, and a
- *    report missing after a crash is made once more at most.
+ *    before it returns, unless the caller keeps a journal of its own that
+ *    is synced first and replayed into the store at startup
+ *    (store_set_journaled; reapd's is reports.jsonl): then the commit
+ *    survives a process crash, and a power loss is repaired from the
+ *    journal, for one sync per report instead of two. Its report_id is the
+ * primary key, so a report made again after a restart (same exit, same id; see
+ * report.h) is refused as STORE_DUPLICATE: each report is delivered at least
+ * once, and a report missing after a crash is made once more at most.
  *
  *  - Container records and checkpoints change on the hot path (every
  *    lifecycle step, every event). store_put_container, store_delete_
@@ -150,6 +154,10 @@ const char *store_state_name(enum store_state s);
 int store_add_report(struct store *st, const char *report_id,
                      const char *container_id, const char *body, size_t len,
                      int64_t now_ms);
+
+/* Reports are journaled by the caller (see the top of this file): their
+ * commits skip the fsync. Off by default. */
+void store_set_journaled(struct store *st, bool on);
 
 /* One report as listed. Owns body and last_error (store_report_clear). */
 struct store_report {

@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "reaper.h"
 #include "report.h"
+#include "store.h"
 
 #define MAX_REPORTS 32
 
@@ -602,11 +603,96 @@ t_give_up(void **state)
     h_free(h);
 }
 
+/* reports.jsonl is the journal of reports: a line the store lost (a
+ * power loss undid its commit, which skipped the fsync) is stored again at
+ * startup, to be delivered; lines the store has are left alone; a
+ * report made afterwards moves the checkpoint past its own line. */
+static void
+t_journal_recovery(void **state)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    struct store_report sr;
+    struct report rep;
+    char err[256], lost[33], kept[33];
+    size_t len;
+    char *json;
+    int64_t mark = -1;
+
+    (void)state;
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    memset(&rep, 0, sizeof(rep));
+    rep.node = "t";
+    rep.container_id = C;
+    rep.exit_known = true;
+    rep.exit_code = 5;
+    rep.exit_code_source = "inspect";
+    rep.reported_at = "2026-12-02T10:00:02.000Z";
+    /* One report both have, then the checkpoint, then one the store
+     * lost. */
+    report_make_id(&rep, "exit-1");
+    memcpy(kept, rep.report_id, 33);
+    json = report_to_json(&rep, &len);
+    assert_int_equal(report_log_append(h->rl, json, len), 0);
+    assert_int_equal(store_add_report(st, kept, C, json, len, 1), STORE_OK);
+    free(json);
+    assert_int_equal(
+        store_set_checkpoint(st, "reports.jsonl.end", report_log_end(h->rl)),
+        STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    report_make_id(&rep, "exit-2");
+    memcpy(lost, rep.report_id, 33);
+    json = report_to_json(&rep, &len);
+    assert_int_equal(report_log_append(h->rl, json, len), 0);
+    free(json);
+    assert_int_equal(store_get_report(st, lost, false, &sr), STORE_NOT_FOUND);
+
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    assert_int_equal(store_get_report(st, lost, true, &sr), STORE_OK);
+    assert_string_equal(sr.container_id, C);
+    assert_non_null(strstr(sr.body, lost));
+    store_report_clear(&sr);
+    assert_int_equal(store_get_report(st, kept, false, &sr), STORE_OK);
+    store_report_clear(&sr);
+    run_until(h, is_ready, NULL, 3000);
+    assert_int_equal(store_flush(st), STORE_OK);
+    assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
+                     STORE_OK);
+    assert_int_equal(mark, report_log_end(h->rl));
+
+    /* A report made now: the checkpoint follows the journal. */
+    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
+    run_for(h, 50);
+    fake_engine_exit(h->fe, A, 3, 3);
+    run_until(h, has_report, A, 3000);
+    run_for(h, 50);
+    assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
+                     STORE_OK);
+    assert_int_equal(mark, report_log_end(h->rl));
+    reaper_free(h->r);
+    h->r = NULL;
+    assert_int_equal(store_close(st), STORE_OK);
+    {
+        static const char *const files[] = {"reapd.db", "reapd.db-wal",
+                                            "reapd.db-shm"};
+        char path[128];
+        size_t i;
+
+        for (i = 0; i < 3; i++) {
+            snprintf(path, sizeof(path), "%s/%s", h->dir, files[i]);
+            unlink(path);
+        }
+    }
+    h_free(h);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_exit_code_and_unmanaged),
+        cmocka_unit_test(t_journal_recovery),
         cmocka_unit_test(t_engine_exit_code_mismatch),
         cmocka_unit_test(t_genuine_255),
         cmocka_unit_test(t_delete_500_retried),

@@ -785,6 +785,141 @@ t_log_torn_line_cut(void **state)
     tmp_free(&t);
 }
 
+/* ---- the journal: replay --------------------------------------------- */
+
+struct seen {
+    size_t n;
+    char ids[8][33];
+    size_t lens[8];
+};
+
+static void
+on_line(const char *line, size_t len, void *arg)
+{
+    struct seen *sn = arg;
+    char cid[65];
+
+    assert_true(sn->n < 8);
+    assert_int_equal(report_line_ids(line, len, sn->ids[sn->n], cid), 0);
+    assert_string_equal(cid, full_report().container_id);
+    sn->lens[sn->n++] = len;
+}
+
+/* Appends the report with id key `key`; returns its line length. */
+static size_t
+append_one(struct report_log *rl, const char *key, char id[33])
+{
+    struct report r = full_report();
+    size_t len;
+    char *s;
+
+    report_make_id(&r, key);
+    memcpy(id, r.report_id, 33);
+    s = report_to_json(&r, &len);
+    assert_non_null(s);
+    assert_int_equal(report_log_append(rl, s, len), 0);
+    free(s);
+    return len;
+}
+
+/* From any line boundary, the lines after it, in order; the end offset
+ * tracks every append. */
+static void
+t_log_replay(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct seen sn;
+    char ids[3][33];
+    int64_t at[4], end;
+    int i;
+
+    (void)state;
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    at[0] = report_log_end(rl);
+    assert_int_equal(at[0], 0);
+    for (i = 0; i < 3; i++) {
+        char key[16];
+
+        snprintf(key, sizeof(key), "k%d", i);
+        at[i + 1] = at[i] + (int64_t)append_one(rl, key, ids[i]) + 1;
+        assert_int_equal(report_log_end(rl), at[i + 1]);
+    }
+    for (i = 0; i <= 3; i++) {
+        int j;
+
+        memset(&sn, 0, sizeof(sn));
+        assert_int_equal(report_log_replay(rl, at[i], on_line, &sn, &end), 0);
+        assert_int_equal(end, at[3]);
+        assert_int_equal(sn.n, (size_t)(3 - i));
+        for (j = 0; j < 3 - i; j++)
+            assert_string_equal(sn.ids[j], ids[i + j]);
+    }
+    /* Past the end is refused. */
+    assert_int_equal(report_log_replay(rl, at[3] + 1, on_line, &sn, &end), -1);
+    report_log_close(rl);
+    /* Reopened: the end is the file's size. */
+    rl = report_log_open(t.dir);
+    assert_int_equal(report_log_end(rl), at[3]);
+    report_log_close(rl);
+    tmp_free(&t);
+}
+
+/* A torn last line (power loss mid-write) is cut off by the replay, so
+ * the next append starts a line of its own; a line that is not a report
+ * is handed over too (the caller skips it), and an over-long one is
+ * skipped whole. */
+static void
+t_log_replay_torn_and_bad(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct seen sn = {0};
+    char id[33], id2[33], cid[65];
+    int64_t end, good;
+    size_t big = 3 * REPORT_LINE_MAX + 100, i; /* past the buffer too */
+    char *junk;
+    FILE *f;
+
+    (void)state;
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    good = (int64_t)append_one(rl, "a", id) + 1;
+    report_log_close(rl);
+    /* An over-long line, then a torn one, written behind its back. */
+    f = fopen(t.path, "a");
+    assert_non_null(f);
+    junk = malloc(big);
+    assert_non_null(junk);
+    for (i = 0; i < big; i++)
+        junk[i] = 'x';
+    assert_int_equal(fwrite(junk, 1, big, f), big);
+    fputs("\n{\"report_id\":\"0123", f);
+    fclose(f);
+    free(junk);
+    assert_false(report_line_ids("{\"report_id\":1}", 16, id2, cid) == 0);
+    assert_false(report_line_ids("not json", 8, id2, cid) == 0);
+
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    assert_int_equal(report_log_replay(rl, 0, on_line, &sn, &end), 0);
+    assert_int_equal(sn.n, 1);
+    assert_string_equal(sn.ids[0], id);
+    assert_int_equal(end, good + (int64_t)big + 1);
+    assert_int_equal(report_log_end(rl), end);
+    /* The torn tail is gone; the next line stands on its own. */
+    append_one(rl, "b", id2);
+    memset(&sn, 0, sizeof(sn));
+    assert_int_equal(report_log_replay(rl, end, on_line, &sn, &end), 0);
+    assert_int_equal(sn.n, 1);
+    assert_string_equal(sn.ids[0], id2);
+    report_log_close(rl);
+    tmp_free(&t);
+}
+
 int
 main(void)
 {
@@ -803,6 +938,8 @@ main(void)
         cmocka_unit_test(t_log_open_fails),
         cmocka_unit_test(t_log_disk_full),
         cmocka_unit_test(t_log_torn_line_cut),
+        cmocka_unit_test(t_log_replay),
+        cmocka_unit_test(t_log_replay_torn_and_bad),
     };
 
     signal(SIGPIPE, SIG_IGN);
