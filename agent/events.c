@@ -232,7 +232,7 @@ on_object(struct json_node *root, void *arg)
     if (p->cb != NULL)
         p->cb(&ev, p->arg);
 out:
-    json_free(root);
+    json_stream_release(p->js, root);
     return rc;
 }
 

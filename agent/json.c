@@ -36,7 +36,7 @@
 
 /* Arena chunks grow geometrically: small documents (one event) take one
  * small chunk, big ones a few dozen, never one malloc per node. */
-#define CHUNK_FIRST ((size_t)2048)
+#define CHUNK_FIRST ((size_t)4096)
 #define CHUNK_MAX   ((size_t)64 * 1024)
 
 struct chunk {
@@ -93,6 +93,7 @@ struct json_stream {
     size_t tok_start; /* valid in GAP_DONE */
 
     struct json_doc *doc; /* document under construction, or NULL */
+    struct chunk *spare;  /* a released document's first chunk */
     struct frame *stack;
     unsigned depth; /* open containers */
     unsigned stack_cap;
@@ -366,6 +367,11 @@ new_doc(struct json_stream *s)
     struct arena a = {NULL, 0};
     struct json_doc *d;
 
+    if (s->spare != NULL) {
+        a.head = s->spare;
+        a.next_size = s->spare->size * 2;
+        s->spare = NULL;
+    }
     d = arena_alloc(&a, sizeof *d, alignof(struct json_doc));
     if (d == NULL)
         return -1;
@@ -659,9 +665,36 @@ json_stream_free(struct json_stream *s)
     if (s == NULL)
         return;
     drop_doc(s);
+    free(s->spare);
     yajl_free(s->h);
     free(s->stack);
     free(s);
+}
+
+void
+json_stream_release(struct json_stream *s, struct json_node *root)
+{
+    struct json_doc *d = (struct json_doc *)root;
+    struct chunk *c, *next, *keep = NULL;
+
+    if (root == NULL)
+        return;
+    /* The chunk holding the document itself is its first and smallest. */
+    for (c = d->arena.head; c != NULL; c = next) {
+        next = c->next;
+        if (keep == NULL && s->spare == NULL &&
+            (unsigned char *)d >= c->data &&
+            (unsigned char *)d < c->data + c->size) {
+            keep = c;
+            continue;
+        }
+        free(c);
+    }
+    if (keep != NULL) {
+        keep->used = 0;
+        keep->next = NULL;
+        s->spare = keep;
+    }
 }
 
 int

@@ -108,6 +108,12 @@ struct json_node *json_parse(const char *buf, size_t len,
  * fine. Never recurses. */
 void json_free(struct json_node *root);
 
+/* As json_free, for a document `s` handed to its callback: its first
+ * arena chunk is kept for the stream's next document, so a stream of
+ * small documents (the events stream) allocates nothing per document. The
+ * callback may call it; `root` is gone either way. */
+void json_stream_release(struct json_stream *s, struct json_node *root);
+
 /* The member `key` of an object, or NULL (also when `obj` is not an
  * object or is NULL). The last duplicate wins. */
 const struct json_node *json_get(const struct json_node *obj, const char *key);
