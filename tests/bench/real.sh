@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# reapd's figures on a real engine: an isolated dockerd + containerd, as the
+# end-to-end tests start them (tests/e2e/lib.sh). Churn is engine-bound
+# here, so the engine's own rate is reported beside reapd's added latency.
+# Prints one line per figure on stdout:
+#   figure KEY VALUE UNIT WHAT...
+# Usage: bash tests/bench/real.sh /path/to/reapd   (as root)
+# shellcheck disable=SC2016  # jq programs: $names are jq variables
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source-path=SCRIPTDIR source=../e2e/lib.sh
+source "$here/../e2e/lib.sh"
+e2e_begin "$@"
+
+RUNNING=${BENCH_REAL_RUNNING:-50}
+CREATED=${BENCH_REAL_CREATED:-300}
+EXITS=${BENCH_REAL_EXITS:-100}
+IDLE_SECS=${BENCH_REAL_IDLE_SECS:-10}
+
+figure() {
+  echo "figure $*"
+}
+
+# CPU ns of every thread of PID (schedstat), and its context switches.
+cpu_ns() {
+  local t s=0 v
+  for t in /proc/"$1"/task/*; do
+    read -r v _ <"$t/schedstat"
+    s=$((s + v))
+  done
+  echo "$s"
+}
+
+switches() {
+  awk '/^(non)?voluntary_ctxt_switches/ { s += $2 } END { print s + 0 }' \
+    /proc/"$1"/task/*/status
+}
+
+rss_kib() {
+  awk '/^VmRSS:/ { print $2 }' /proc/"$1"/status
+}
+
+metrics() {
+  curl -sf -m 10 "$REAPD_URL/metrics"
+}
+
+metric() { # metric FILE NAME: a sample's value (0 when absent)
+  awk -v n="$2" '$1 == n { v = $2 } END { print v + 0 }' "$1"
+}
+
+# quantile BEFORE AFTER PREFIX Q: Prometheus' histogram_quantile over the
+# difference of two /metrics snapshots, in milliseconds. PREFIX is the
+# bucket series up to "le", e.g. 'name_bucket{' or 'name_bucket{a="b",'.
+quantile() {
+  awk -v prefix="$3" -v q="$4" '
+    function le_of(s) { sub(/.*le="/, "", s); sub(/".*/, "", s); return s }
+    index($1, prefix) == 1 {
+      le = le_of($1)
+      if (FNR == NR) { before[le] = $2; next }
+      n++; les[n] = le; cum[n] = $2 - before[le]
+    }
+    END {
+      total = cum[n]
+      if (total <= 0) { print "nan"; exit }
+      rank = q * total; lo = 0; prev = 0
+      for (i = 1; i <= n; i++) {
+        if (cum[i] >= rank) {
+          if (les[i] == "+Inf") { v = lo }
+          else if (cum[i] == prev) { v = les[i] }
+          else { v = lo + (les[i] - lo) * (rank - prev) / (cum[i] - prev) }
+          printf "%.3f\n", v * 1000; exit
+        }
+        if (les[i] != "+Inf") lo = les[i]
+        prev = cum[i]
+      }
+    }' "$1" "$2"
+}
+
+engine_start
+image_build
+reapd_start "$REAPD_BIN" "{\"containerd\": {\"socket\": \"$(ctr_sock)\"},
+  \"delete\": {\"max_in_flight\": 64},
+  \"log\": {\"level\": \"info\", \"format\": \"text\"}}"
+
+# ---- idle: running containers, nothing exiting
+log "starting $RUNNING running containers"
+seq 1 "$RUNNING" | xargs -P 4 -I{} \
+  "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
+  --label reapd.managed=true "$IMAGE" sleep 100000 >/dev/null
+# Let the last starts' events and lookups drain first.
+sleep 5
+w0=$(switches "$REAPD_PID")
+c0=$(cpu_ns "$REAPD_PID")
+sleep "$IDLE_SECS"
+w1=$(switches "$REAPD_PID")
+c1=$(cpu_ns "$REAPD_PID")
+figure real_idle_wakeups_per_sec \
+  "$(awk -v a="$w0" -v b="$w1" -v s="$IDLE_SECS" 'BEGIN { printf "%.2f", (b - a) / s }')" \
+  1/s "context switches while nothing happens ($RUNNING running containers, containerd on)"
+figure real_idle_cpu_us_per_sec $(((c1 - c0) / 1000 / IDLE_SECS)) us/s \
+  "CPU while nothing happens"
+
+# ---- memory: created containers are tracked like running ones
+r0=$(rss_kib "$REAPD_PID")
+log "creating $CREATED containers"
+seq 1 "$CREATED" | xargs -P 4 -I{} \
+  "$DOCKER_CLI" -H "unix://$D/docker.sock" create --network none \
+  --label reapd.managed=true --label team=bench "$IMAGE" true >/dev/null
+want=$((RUNNING + CREATED))
+tracked() {
+  metrics | awk '/^reapd_containers_tracked\{/ { s += $2 } END { print s + 0 }'
+}
+wait_until 60 "$want containers tracked" eval '[ "$(tracked)" -ge "$want" ]'
+sleep 1
+r1=$(rss_kib "$REAPD_PID")
+figure real_rss_kib "$r1" KiB "resident set with $want tracked containers (containerd on)"
+figure real_bytes_per_container $(((r1 - r0) * 1024 / CREATED)) bytes \
+  "resident set growth per created container"
+
+# ---- churn: containers that exit at once, as fast as the engine runs them
+count_reports() {
+  if [ -f "$(REPORTS)" ]; then wc -l <"$(REPORTS)"; else echo 0; fi
+}
+lines0=$(($(count_reports)))
+metrics >"$D/m0"
+c0=$(cpu_ns "$REAPD_PID")
+t0=$(now_ms)
+log "running $EXITS containers that exit at once"
+seq 1 "$EXITS" | xargs -P 8 -I{} \
+  "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
+  --label reapd.managed=true "$IMAGE" sh -c 'exit 3' >/dev/null
+t1=$(now_ms)
+# Counted in reports.jsonl, not /metrics: polling the endpoint would add
+# its own cost to the CPU measured.
+settled() {
+  [ "$(($(count_reports)))" -ge $((lines0 + EXITS)) ]
+}
+wait_until 300 "$EXITS reports" settled
+t2=$(now_ms)
+c1=$(cpu_ns "$REAPD_PID")
+metrics >"$D/m1"
+ev=$(($(metric "$D/m1" reapd_events_received_total) - $(metric "$D/m0" reapd_events_received_total)))
+figure real_engine_exits_per_sec \
+  "$(awk -v n="$EXITS" -v ms=$((t1 - t0)) 'BEGIN { printf "%.1f", n * 1000 / ms }')" \
+  exits/s "the engine's own rate: docker run of containers that exit at once, 8 at a time"
+figure real_churn_settle_secs \
+  "$(awk -v ms=$((t2 - t0)) 'BEGIN { printf "%.1f", ms / 1000 }')" s \
+  "from the first docker run to the last of $EXITS reports"
+figure real_added_latency_p50_ms "$(quantile "$D/m0" "$D/m1" 'reapd_report_latency_seconds_bucket{' 0.5)" \
+  ms "engine confirmation -> report durable, median"
+figure real_added_latency_p99_ms "$(quantile "$D/m0" "$D/m1" 'reapd_report_latency_seconds_bucket{' 0.99)" \
+  ms "the same, 99th percentile"
+figure real_cleanup_p50_ms "$(quantile "$D/m0" "$D/m1" 'reapd_cleanup_duration_seconds_bucket{result="removed",' 0.5)" \
+  ms "exit -> confirmed cleanup (engine and containerd), median"
+figure real_cpu_ns_per_event $(((c1 - c0) / (ev > 0 ? ev : 1))) ns \
+  "reapd CPU per engine event during churn ($ev events; inspect, delete, containerd calls and reports included)"
+figure real_cpu_us_per_exit $(((c1 - c0) / 1000 / EXITS)) us "reapd CPU per settled exit"
+
+e2e_pass >&2
