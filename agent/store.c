@@ -650,7 +650,7 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
     struct store *st = NULL;
     char check[200], mode[16];
     size_t n;
-    int64_t v;
+    int64_t v = 0;
     int rc, i, result = STORE_ERROR;
 
     *out = NULL;
@@ -1600,7 +1600,7 @@ store_set_size_limit(struct store *st, uint64_t max_bytes, uint64_t *effective)
 {
     char sql[64];
     uint64_t pages;
-    int64_t got;
+    int64_t got = 0;
     int rc;
 
     pages = max_bytes == 0 ? (uint64_t)st->default_max_pages
@@ -1624,7 +1624,7 @@ int
 store_check(struct store *st)
 {
     char msg[200];
-    int64_t bad;
+    int64_t bad = 0;
     int rc;
 
     rc = query_check(st->db, "PRAGMA integrity_check(1)", msg, sizeof(msg));
