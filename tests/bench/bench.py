@@ -124,6 +124,20 @@ def free_port():
     return port
 
 
+def terminate(p, secs=10):
+    """SIGTERM, then SIGKILL after `secs`; False if it took the SIGKILL."""
+    if p.poll() is not None:
+        return True
+    p.terminate()
+    try:
+        p.wait(secs)
+        return True
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        return False
+
+
 class Sim:
     """One simengine process."""
 
@@ -153,13 +167,7 @@ class Sim:
                                    "/sim/stats"))
 
     def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
+        terminate(self.p)
         self.p.stdout.close()
         self.err.close()
 
@@ -230,14 +238,8 @@ class Reapd:
         return out
 
     def stop(self):
-        if self.p.poll() is None:
-            self.p.terminate()
-            try:
-                self.p.wait(10)
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.p.wait()
-                raise BenchError("reapd did not stop within 10 s of SIGTERM")
+        if not terminate(self.p):
+            raise BenchError("reapd did not stop within 10 s of SIGTERM")
         self.log.close()
         if self.p.returncode != 0:
             raise BenchError("reapd exited with status %d" % self.p.returncode)
