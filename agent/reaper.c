@@ -736,7 +736,13 @@ static int
 store_report(struct reaper *r, const char *id, const char *cid,
              const char *json, size_t len)
 {
-    int rc = store_add_report(r->store, id, cid, json, len, report_now_ms());
+    /* Without an upstream, reports.jsonl and the store are where a report
+     * goes: it is delivered as it is stored, and retention applies. */
+    int rc =
+        r->cfg->upstream_url == NULL
+            ? store_add_delivered(r->store, id, cid, json, len,
+                                  report_now_ms())
+            : store_add_report(r->store, id, cid, json, len, report_now_ms());
 
     if (rc == STORE_DUPLICATE) {
         /* Made before a restart already: stored and delivered once. */
@@ -745,13 +751,7 @@ store_report(struct reaper *r, const char *id, const char *cid,
         return 0;
     }
     store_result(r, rc, "storing a report");
-    if (rc < 0)
-        return -1;
-    /* Without an upstream, reports.jsonl and the store are where a report
-     * goes: it is delivered, and retention applies to it. */
-    if (r->cfg->upstream_url == NULL)
-        store_mark_delivered(r->store, id, report_now_ms());
-    return 0;
+    return rc < 0 ? -1 : 0;
 }
 
 /* Every report in reports.jsonl so far is in the store too (none is
@@ -790,7 +790,10 @@ on_journal_line(const char *line, size_t len, void *arg)
         rp->bad++;
         return;
     }
-    rc = store_add_report(r->store, id, cid, line, len, report_now_ms());
+    rc = r->cfg->upstream_url == NULL
+             ? store_add_delivered(r->store, id, cid, line, len,
+                                   report_now_ms())
+             : store_add_report(r->store, id, cid, line, len, report_now_ms());
     if (rc == STORE_DUPLICATE)
         return; /* the usual case: the checkpoint lagged a little */
     store_result(r, rc, "storing a recovered report");
@@ -799,8 +802,6 @@ on_journal_line(const char *line, size_t len, void *arg)
         return;
     }
     rp->recovered++;
-    if (r->cfg->upstream_url == NULL)
-        store_mark_delivered(r->store, id, report_now_ms());
 }
 
 /*

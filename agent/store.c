@@ -1160,10 +1160,11 @@ out:
 
 /* ---- the outbox ------------------------------------------------------- */
 
-int
-store_add_report(struct store *st, const char *report_id,
-                 const char *container_id, const char *body, size_t len,
-                 int64_t now_ms)
+/* store_add_report, and with `delivered` the mark in the same
+ * transaction: one commit, fewer WAL pages. */
+static int
+add_report(struct store *st, const char *report_id, const char *container_id,
+           const char *body, size_t len, int64_t now_ms, bool delivered)
 {
     static const char what[] = "add report";
     sqlite3_stmt *s = st->stmt[S_REPORT_INSERT];
@@ -1214,6 +1215,19 @@ store_add_report(struct store *st, const char *report_id,
     result = run(st, S_SEQ_BUMP, what);
     if (result != STORE_OK)
         goto out;
+    if (delivered) {
+        s = st->stmt[S_MARK_DELIVERED];
+        result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+        if (result == STORE_OK)
+            result = bind_int(st, s, 2, now_ms, what);
+        if (result != STORE_OK) {
+            done(s);
+            goto out;
+        }
+        result = run(st, S_MARK_DELIVERED, what);
+        if (result != STORE_OK)
+            goto out;
+    }
     result = commit(st, what);
 out:
     rollback(st); /* nothing to undo once committed */
@@ -1221,6 +1235,22 @@ out:
     if (!st->journaled)
         set_full_sync(st, false, what);
     return result;
+}
+
+int
+store_add_report(struct store *st, const char *report_id,
+                 const char *container_id, const char *body, size_t len,
+                 int64_t now_ms)
+{
+    return add_report(st, report_id, container_id, body, len, now_ms, false);
+}
+
+int
+store_add_delivered(struct store *st, const char *report_id,
+                    const char *container_id, const char *body, size_t len,
+                    int64_t now_ms)
+{
+    return add_report(st, report_id, container_id, body, len, now_ms, true);
 }
 
 void

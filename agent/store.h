@@ -155,6 +155,13 @@ int store_add_report(struct store *st, const char *report_id,
                      const char *container_id, const char *body, size_t len,
                      int64_t now_ms);
 
+/* As store_add_report, and delivered at once (store_mark_delivered with
+ * `now_ms`) in the same transaction: for reports with nowhere else to go
+ * (no upstream). */
+int store_add_delivered(struct store *st, const char *report_id,
+                        const char *container_id, const char *body, size_t len,
+                        int64_t now_ms);
+
 /* Reports are journaled by the caller (see the top of this file): their
  * commits skip the fsync. Off by default. */
 void store_set_journaled(struct store *st, bool on);

@@ -1638,6 +1638,44 @@ t_timing(void **state)
                   (double)t_flush, (double)t_single / nsingle);
 }
 
+/* Added as delivered in one transaction: delivered at once, the head of
+ * its container moves on as for a mark (store_check agrees), a duplicate
+ * is refused either way. */
+static void
+t_add_delivered(void **state)
+{
+    struct fx *f = *state;
+    struct store_report r;
+    struct store_counts c;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+
+    rid(id, 1);
+    cid(ctr, 1);
+    assert_int_equal(store_add_delivered(f->st, id, ctr, "{\"n\":1}", 7, 50),
+                     STORE_OK);
+    assert_int_equal(store_get_report(f->st, id, false, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_DELIVERED);
+    assert_int_equal(r.delivered_ms, 50);
+    assert_int_equal(r.seq, 1);
+    store_report_clear(&r);
+    assert_int_equal(store_add_delivered(f->st, id, ctr, "{}", 2, 60),
+                     STORE_DUPLICATE);
+    assert_int_equal(store_add_report(f->st, id, ctr, "{}", 2, 60),
+                     STORE_DUPLICATE);
+    /* A pending report of the same container after it, and one before a
+     * delivered one: heads stay right. */
+    assert_int_equal(add(f->st, 2, 1, 70), STORE_OK);
+    rid(id, 3);
+    assert_int_equal(store_add_delivered(f->st, id, ctr, "{\"n\":3}", 7, 80),
+                     STORE_OK);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.delivered, 2);
+    assert_int_equal(c.pending, 1);
+    reopen(f);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 int
 main(void)
 {
@@ -1650,6 +1688,7 @@ main(void)
         cmocka_unit_test(t_migration_atomic),
         cmocka_unit_test(t_busy),
         T(t_duplicate),
+        T(t_add_delivered),
         T(t_invalid_input),
         T(t_due_order),
         T(t_due_model),
