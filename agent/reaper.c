@@ -731,18 +731,24 @@ on_flush(evutil_socket_t fd, short what, void *arg)
         arm_store_retry(r);
 }
 
+/* Without an upstream, reports.jsonl and the store are where a report
+ * goes: it is delivered as it is stored, and retention applies. */
+static int
+store_add(struct reaper *r, const char *id, const char *cid, const char *json,
+          size_t len)
+{
+    if (r->cfg->upstream_url == NULL)
+        return store_add_delivered(r->store, id, cid, json, len,
+                                   report_now_ms());
+    return store_add_report(r->store, id, cid, json, len, report_now_ms());
+}
+
 /* Stores one report (it is already in reports.jsonl). */
 static int
 store_report(struct reaper *r, const char *id, const char *cid,
              const char *json, size_t len)
 {
-    /* Without an upstream, reports.jsonl and the store are where a report
-     * goes: it is delivered as it is stored, and retention applies. */
-    int rc =
-        r->cfg->upstream_url == NULL
-            ? store_add_delivered(r->store, id, cid, json, len,
-                                  report_now_ms())
-            : store_add_report(r->store, id, cid, json, len, report_now_ms());
+    int rc = store_add(r, id, cid, json, len);
 
     if (rc == STORE_DUPLICATE) {
         /* Made before a restart already: stored and delivered once. */
@@ -790,10 +796,7 @@ on_journal_line(const char *line, size_t len, void *arg)
         rp->bad++;
         return;
     }
-    rc = r->cfg->upstream_url == NULL
-             ? store_add_delivered(r->store, id, cid, line, len,
-                                   report_now_ms())
-             : store_add_report(r->store, id, cid, line, len, report_now_ms());
+    rc = store_add(r, id, cid, line, len);
     if (rc == STORE_DUPLICATE)
         return; /* the usual case: the checkpoint lagged a little */
     store_result(r, rc, "storing a recovered report");

@@ -1160,6 +1160,21 @@ out:
 
 /* ---- the outbox ------------------------------------------------------- */
 
+/* Binds S_MARK_DELIVERED (reset again if that fails). */
+static int
+bind_delivered(struct store *st, const char *report_id, int64_t now_ms,
+               const char *what)
+{
+    sqlite3_stmt *s = st->stmt[S_MARK_DELIVERED];
+    int result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, now_ms, what);
+    if (result != STORE_OK)
+        done(s);
+    return result;
+}
+
 /* store_add_report, and with `delivered` the mark in the same
  * transaction: one commit, fewer WAL pages. */
 static int
@@ -1216,15 +1231,9 @@ add_report(struct store *st, const char *report_id, const char *container_id,
     if (result != STORE_OK)
         goto out;
     if (delivered) {
-        s = st->stmt[S_MARK_DELIVERED];
-        result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+        result = bind_delivered(st, report_id, now_ms, what);
         if (result == STORE_OK)
-            result = bind_int(st, s, 2, now_ms, what);
-        if (result != STORE_OK) {
-            done(s);
-            goto out;
-        }
-        result = run(st, S_MARK_DELIVERED, what);
+            result = run(st, S_MARK_DELIVERED, what);
         if (result != STORE_OK)
             goto out;
     }
@@ -1474,20 +1483,13 @@ int
 store_mark_delivered(struct store *st, const char *report_id, int64_t now_ms)
 {
     static const char what[] = "mark delivered";
-    sqlite3_stmt *s = st->stmt[S_MARK_DELIVERED];
     int result;
 
     if (!valid_id(report_id, STORE_REPORT_ID_MAX))
         return invalid(st, what);
     rollback(st);
-    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
-    if (result == STORE_OK)
-        result = bind_int(st, s, 2, now_ms, what);
-    if (result != STORE_OK) {
-        done(s);
-        return result;
-    }
-    return mark(st, S_MARK_DELIVERED, what);
+    result = bind_delivered(st, report_id, now_ms, what);
+    return result != STORE_OK ? result : mark(st, S_MARK_DELIVERED, what);
 }
 
 int

@@ -552,14 +552,14 @@ def main():
     if args.real is None:
         args.real = not args.smoke
     b = Bench(args)
-    todo = [("ingest", b.ingest), ("churn", b.churn), ("memory", b.memory),
+    scenarios = [("ingest", b.ingest), ("churn", b.churn), ("memory", b.memory),
             ("idle", b.idle)]
     if args.real:
-        todo.append(("real", b.real))
+        scenarios.append(("real", b.real))
     only = set(filter(None, args.only.split(",")))
     ok = True
     try:
-        for name, fn in todo:
+        for name, fn in scenarios:
             if only and name not in only:
                 continue
             log("%s ..." % name)
