@@ -59,12 +59,26 @@ struct json_doc {
 
 /* An open object or array. */
 struct frame {
-    struct json_node *node;
-    size_t cap;      /* slots in node->items */
-    const char *key; /* objects: the key still waiting for its value */
+    struct json_node *node; /* NULL inside a value that is left out */
+    size_t cap;             /* slots in node->items */
+    const char *key;        /* objects: the key still waiting for its value */
     size_t key_len;
     size_t key_offset;
+    int key_truncated;
+    int tag;      /* the filter's tag for this container */
+    int next_tag; /* objects: the filter's answer for the pending key */
+    size_t seen;  /* arrays: elements so far, kept or not */
 };
+
+/* Where the string scanner in front of yajl is (JSON_TRUNCATE). */
+enum scan {
+    SCAN_OUT,  /* between strings */
+    SCAN_IN,   /* inside a string that still fits */
+    SCAN_SKIP, /* inside a string over max_string: stepping over it */
+};
+
+/* The longest number or literal yajl may have to buffer. */
+#define BARE_MAX ((size_t)1024)
 
 /* Where the gap scanner is, between two tokens. */
 enum gap {
@@ -102,11 +116,34 @@ struct json_stream {
     size_t doc_start; /* its first byte that is not blank */
     size_t ndocs;
 
+    json_filter_cb filter;
+    void *filter_arg;
+    int value_tag; /* the tag new_value() decided for the value it made */
+
+    /* The string scanner (JSON_TRUNCATE). Bytes reach yajl only up to a
+     * point where a string can be cut (not inside an escape or a UTF-8
+     * sequence); the few bytes after it wait in `carry`. */
+    enum scan scan;
+    unsigned esc;      /* 0; 1 after a backslash; 2..5: \u digits + 1 */
+    unsigned utf_left; /* continuation bytes still due */
+    size_t sraw;       /* raw bytes of the current string so far */
+    size_t safe_at;    /* input offset just past the last safe cut */
+    size_t bare;       /* bytes of the current number or literal */
+    unsigned char carry[16];
+    size_t carry_len;
+    size_t carry_at;  /* input offset of carry[0] */
+    int trunc_next;   /* the next string yajl reports was cut short */
+    size_t trunc_raw; /* ... and this is its whole raw length */
+
     int failed;
     int finished;
     size_t err_offset;
+    size_t err_doc;
     char err[160];
 };
+
+/* What new_value() returns for a value that is left out. */
+static struct json_node skipped_value;
 
 /* ---- arena ---------------------------------------------------------- */
 
@@ -226,6 +263,7 @@ fail(struct json_stream *s, size_t offset, const char *fmt, ...)
     va_end(ap);
     s->failed = 1;
     s->err_offset = offset;
+    s->err_doc = s->doc_open ? s->doc_start : offset;
     return 0;
 }
 
@@ -279,6 +317,8 @@ gap_scan(struct json_stream *s, size_t upto)
 
     if (s->gap == GAP_DONE)
         return;
+    if (s->gap_pos < s->base)
+        s->gap_pos = s->base; /* bytes stepped over were no gap */
     for (i = s->gap_pos - s->base; i < upto && s->gap != GAP_DONE; i++) {
         c = s->chunk[i];
         switch (s->gap) {
@@ -417,17 +457,39 @@ new_value(struct json_stream *s, enum json_type type, size_t start)
     struct json_node *n;
     struct frame *f;
 
+    s->value_tag = 0;
     if (s->depth == 0) {
         if (new_doc(s) != 0)
             goto oom;
         n = &s->doc->root;
     } else {
         f = &s->stack[s->depth - 1];
-        if (f->node->type == JSON_ARRAY &&
-            f->node->count >= s->lim.max_items) {
-            fail(s, start, "array has more than %zu elements",
-                 s->lim.max_items);
-            return NULL;
+        if (f->node == NULL)
+            return &skipped_value;
+        if (f->node->type == JSON_ARRAY) {
+            s->value_tag =
+                s->filter == NULL
+                    ? 0
+                    : s->filter(f->tag, NULL, 0, 0, f->seen, s->filter_arg);
+            f->seen++;
+            if (s->value_tag >= 0 && f->node->count >= s->lim.max_items) {
+                if (!(s->flags & JSON_TRUNCATE)) {
+                    fail(s, start, "array has more than %zu elements",
+                         s->lim.max_items);
+                    return NULL;
+                }
+                s->value_tag = JSON_DROP;
+            }
+        } else {
+            s->value_tag = f->next_tag;
+        }
+        if (s->value_tag == JSON_DROP) {
+            f->node->dropped++;
+            f->node->truncated = 1;
+        }
+        if (s->value_tag < 0) {
+            f->key = NULL;
+            return &skipped_value;
         }
         n = arena_alloc(&s->doc->arena, sizeof *n, alignof(struct json_node));
         if (n == NULL)
@@ -439,6 +501,7 @@ new_value(struct json_stream *s, enum json_type type, size_t start)
             n->key = f->key;
             n->key_len = f->key_len;
             n->key_offset = f->key_offset;
+            n->key_truncated = (unsigned char)f->key_truncated;
             f->key = NULL;
         }
     }
@@ -476,6 +539,16 @@ on_scalar(struct json_stream *s, enum json_type type, const void *text,
     struct json_node *n;
     size_t start;
 
+    int cut = 0;
+    size_t raw = 0;
+
+    if (type == JSON_STRING) {
+        cut = s->trunc_next;
+        raw = s->trunc_raw;
+        s->trunc_next = 0;
+        if (cut)
+            rawlen = 1; /* the stepped-over text is no token length */
+    }
     if (!token_begin(s, rawlen, &start))
         return 0;
     if (type == JSON_STRING && len > s->lim.max_string)
@@ -484,6 +557,12 @@ on_scalar(struct json_stream *s, enum json_type type, const void *text,
     n = new_value(s, type, start);
     if (n == NULL)
         return 0;
+    if (n == &skipped_value) {
+        token_end(s);
+        return 1;
+    }
+    n->truncated = (unsigned char)cut;
+    n->raw_len = cut ? raw : 0;
     if (text != NULL) {
         n->str = arena_strdup(&s->doc->arena, text, len);
         if (n->str == NULL)
@@ -514,7 +593,8 @@ cb_boolean(void *ctx, int value)
     n = new_value(s, JSON_BOOL, start);
     if (n == NULL)
         return 0;
-    n->boolean = value != 0;
+    if (n != &skipped_value)
+        n->boolean = value != 0;
     token_end(s);
     return s->depth == 0 ? end_doc(s) : 1;
 }
@@ -536,15 +616,33 @@ cb_key(void *ctx, const unsigned char *text, size_t len)
 {
     struct json_stream *s = ctx;
     struct frame *f = &s->stack[s->depth - 1];
+    int cut = s->trunc_next;
     size_t start;
 
-    if (!token_begin(s, len + 2, &start))
+    s->trunc_next = 0;
+    if (!token_begin(s, cut ? 1 : len + 2, &start))
         return 0;
     if (len > s->lim.max_string)
         return fail(s, start, "key longer than %zu bytes", s->lim.max_string);
-    if (f->node->count >= s->lim.max_items)
-        return fail(s, start, "object has more than %zu members",
-                    s->lim.max_items);
+    if (f->node == NULL) {
+        token_end(s);
+        return 1;
+    }
+    f->next_tag = 0;
+    if (s->filter != NULL)
+        f->next_tag =
+            s->filter(f->tag, (const char *)text, len, cut, 0, s->filter_arg);
+    if (f->next_tag >= 0 && f->node->count >= s->lim.max_items) {
+        if (!(s->flags & JSON_TRUNCATE))
+            return fail(s, start, "object has more than %zu members",
+                        s->lim.max_items);
+        f->next_tag = JSON_DROP;
+    }
+    if (f->next_tag < 0) {
+        token_end(s);
+        return 1;
+    }
+    f->key_truncated = cut;
     f->key = arena_strdup(&s->doc->arena, text, len);
     if (f->key == NULL)
         return fail(s, start, "out of memory");
@@ -581,7 +679,10 @@ on_open(struct json_stream *s, enum json_type type)
         return 0;
     f = &s->stack[s->depth++];
     memset(f, 0, sizeof *f);
-    f->node = n;
+    if (n != &skipped_value) {
+        f->node = n;
+        f->tag = s->value_tag;
+    }
     token_end(s);
     return 1;
 }
@@ -643,6 +744,8 @@ json_stream_new(const struct json_limits *limits, int flags, json_value_cb cb,
         s->lim.max_items = DEFAULT_MAX_ITEMS;
     if (s->lim.max_string == 0)
         s->lim.max_string = DEFAULT_MAX_STRING;
+    if (flags & JSON_TRUNCATE)
+        flags &= ~JSON_ALLOW_COMMENTS; /* the scanner knows no comments */
     s->flags = flags;
     s->cb = cb;
     s->arg = arg;
@@ -697,6 +800,180 @@ json_stream_release(struct json_stream *s, struct json_node *root)
     }
 }
 
+void
+json_stream_set_filter(struct json_stream *s, json_filter_cb cb, void *arg)
+{
+    s->filter = cb;
+    s->filter_arg = arg;
+}
+
+/* ---- the string scanner (JSON_TRUNCATE) ------------------------------ */
+
+/* Hands `n` input bytes at input offset `at` to yajl. */
+static int
+piece(struct json_stream *s, const unsigned char *p, size_t n, size_t at)
+{
+    yajl_status st;
+
+    if (n == 0)
+        return 0;
+    s->chunk = p;
+    s->base = at;
+    st = yajl_parse(s->h, p, n);
+    if (st != yajl_status_ok && !s->failed)
+        fail_yajl(s, tok_end(s));
+    if (!s->failed)
+        gap_scan(s, n);
+    s->chunk = NULL;
+    return s->failed ? -1 : 0;
+}
+
+/* Hands yajl the input up to offset `to`: the carry first, then buf[from..]
+ * (buf[0] is at offset `at0`). What of the carry lies past `to` stays. */
+static int
+hand_upto(struct json_stream *s, const unsigned char *buf, size_t from,
+          size_t at0, size_t to)
+{
+    size_t k;
+
+    if (s->carry_len > 0) {
+        k = to - s->carry_at;
+        if (k > s->carry_len)
+            k = s->carry_len;
+        if (piece(s, s->carry, k, s->carry_at) != 0)
+            return -1;
+        s->carry_len -= k;
+        s->carry_at += k;
+        memmove(s->carry, s->carry + k, s->carry_len);
+        if (s->carry_len > 0)
+            return 0;
+    }
+    if (to > at0 + from)
+        return piece(s, buf + from, to - at0 - from, at0 + from);
+    return 0;
+}
+
+static int
+structural(unsigned char c)
+{
+    return is_blank(c) || c == ',' || c == ':' || c == '{' || c == '}' ||
+           c == '[' || c == ']';
+}
+
+/*
+ * Feeds a chunk with long strings cut short. A string that fits reaches
+ * yajl whole, usually in the same call as the bytes around it. One that
+ * grows past max_string reaches it up to its last safe cut; the scanner
+ * then steps over the rest and, at the real closing quote, hands yajl a
+ * quote of its own, so yajl sees a short valid string ending where the
+ * long one ends.
+ */
+static int
+feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
+{
+    size_t at0 = s->total, i = 0, from = 0, keep;
+    unsigned char c;
+
+    s->total += len;
+    while (i < len) {
+        c = buf[i];
+        switch (s->scan) {
+        case SCAN_OUT:
+            if (c == '"') {
+                s->scan = SCAN_IN;
+                s->sraw = 0;
+                s->esc = 0;
+                s->utf_left = 0;
+                s->safe_at = at0 + i + 1;
+                s->bare = 0;
+            } else if (structural(c)) {
+                s->bare = 0;
+            } else if (++s->bare > BARE_MAX) {
+                fail(s, at0 + i, "token longer than %zu bytes", BARE_MAX);
+                return -1;
+            }
+            i++;
+            break;
+        case SCAN_IN:
+            i++;
+            if (s->esc == 1)
+                s->esc = c == 'u' ? 5 : 0;
+            else if (s->esc > 1)
+                s->esc = s->esc == 2 ? 0 : s->esc - 1;
+            else if (c == '\\')
+                s->esc = 1;
+            else if (c == '"') {
+                s->scan = SCAN_OUT;
+                break;
+            } else if (s->utf_left > 0)
+                s->utf_left--;
+            else if (c >= 0xC0)
+                s->utf_left = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+            /* A cut may fall only where the prefix stays within
+             * max_string and is valid on its own. */
+            if (++s->sraw <= s->lim.max_string) {
+                if (s->esc == 0 && s->utf_left == 0)
+                    s->safe_at = at0 + i;
+            } else {
+                if (hand_upto(s, buf, from, at0, s->safe_at) != 0)
+                    return -1;
+                s->carry_len = 0;
+                s->scan = SCAN_SKIP;
+                s->esc = s->esc == 1; /* a backslash escapes on */
+                from = i;
+            }
+            break;
+        case SCAN_SKIP:
+            if (s->esc) {
+                s->esc = 0;
+            } else if (c == '\\') {
+                s->esc = 1;
+            } else if (c == '"') {
+                s->trunc_next = 1;
+                s->trunc_raw = s->sraw;
+                s->scan = SCAN_OUT;
+                if (piece(s, (const unsigned char *)"\"", 1, at0 + i) != 0)
+                    return -1;
+                from = ++i;
+                break;
+            } else {
+                /* Step over plain bytes without the state machine. */
+                const unsigned char *q = buf + i, *end = buf + len;
+
+                while (q < end && *q != '"' && *q != '\\')
+                    q++;
+                s->sraw += (size_t)(q - (buf + i));
+                i = (size_t)(q - buf);
+                break;
+            }
+            s->sraw++;
+            i++;
+            break;
+        }
+    }
+    switch (s->scan) {
+    case SCAN_OUT:
+        return hand_upto(s, buf, from, at0, at0 + len);
+    case SCAN_IN:
+        if (hand_upto(s, buf, from, at0, s->safe_at) != 0)
+            return -1;
+        /* The unsafe tail, at most one escape or UTF-8 sequence. */
+        keep = s->safe_at > at0 + from ? s->safe_at - at0 : from;
+        if (s->carry_len + (len - keep) > sizeof s->carry) {
+            fail(s, at0 + keep, "internal error: string scanner");
+            return -1;
+        }
+        if (s->carry_len == 0)
+            s->carry_at = at0 + keep;
+        memcpy(s->carry + s->carry_len, buf + keep, len - keep);
+        s->carry_len += len - keep;
+        return 0;
+    case SCAN_SKIP:
+        return 0;
+    }
+    return 0;
+}
+
 int
 json_stream_feed(struct json_stream *s, const char *buf, size_t len)
 {
@@ -710,6 +987,13 @@ json_stream_feed(struct json_stream *s, const char *buf, size_t len)
     }
     if (len == 0)
         return 0;
+    if (s->flags & JSON_TRUNCATE) {
+        if (feed_cutting(s, (const unsigned char *)buf, len) == 0 &&
+            s->doc_open && s->total - s->doc_start > s->lim.max_bytes)
+            fail(s, s->doc_start + s->lim.max_bytes,
+                 "document exceeds %zu bytes", s->lim.max_bytes);
+        goto out;
+    }
     s->chunk = (const unsigned char *)buf;
     s->base = s->total;
     s->total += len;
@@ -745,6 +1029,10 @@ json_stream_finish(struct json_stream *s)
     if (s->finished)
         return 0;
     s->finished = 1;
+    if ((s->flags & JSON_TRUNCATE) && s->scan != SCAN_OUT) {
+        fail(s, s->total, "truncated document");
+        goto out;
+    }
     if (!s->doc_open) {
         if (s->flags & JSON_MULTIPLE)
             return 0; /* zero or more whole documents: fine */
@@ -774,6 +1062,7 @@ json_stream_finish(struct json_stream *s)
     if (!s->failed && (s->gap == GAP_SLASH || s->gap == GAP_BLOCK ||
                        s->gap == GAP_BLOCK_STAR))
         fail(s, s->total, "unterminated comment");
+out:
     if (s->failed) {
         drop_doc(s);
         return -1;
@@ -791,6 +1080,12 @@ size_t
 json_stream_error_offset(const struct json_stream *s)
 {
     return s->failed ? s->err_offset : 0;
+}
+
+size_t
+json_stream_error_doc_start(const struct json_stream *s)
+{
+    return s->failed ? s->err_doc : 0;
 }
 
 size_t

@@ -9,6 +9,14 @@
  * its member key) starts, so config errors can say FILE:LINE:COL; offsets
  * count from the first byte ever fed to the stream and are exact, also
  * for strings with escapes and whatever the chunking.
+ *
+ * Engine answers are not ours to refuse: a container may carry megabytes
+ * of environment or a label value of hundreds of KB. With JSON_TRUNCATE a
+ * stream degrades instead of failing: a string over max_string keeps a
+ * prefix and is flagged (its rest is stepped over without ever reaching
+ * yajl, so nothing buffers it), members over max_items are dropped and
+ * counted, and a filter (json_stream_set_filter) leaves out whole subtrees
+ * that the caller does not need, at the cost of lexing them only.
  */
 #ifndef REAPD_JSON_H
 #define REAPD_JSON_H
@@ -37,6 +45,14 @@ struct json_node {
     size_t count;
     size_t offset;     /* byte offset of the value's first character */
     size_t key_offset; /* byte offset of the member key's opening quote */
+    /* JSON_TRUNCATE only. STRING: `str` is a prefix (at a UTF-8 and
+     * escape boundary) of a value whose raw text was `raw_len` bytes.
+     * OBJECT/ARRAY: `dropped` members or elements were left out over a
+     * limit (not those a filter skipped as unwanted). */
+    unsigned char truncated;
+    unsigned char key_truncated; /* the member name is a prefix */
+    size_t raw_len;
+    size_t dropped;
 };
 
 struct json_limits {
@@ -45,13 +61,34 @@ struct json_limits {
     unsigned max_depth; /* nesting of objects/arrays (0: 32) */
     size_t max_items;   /* members or elements in one container (0: 4096) */
     size_t max_string;  /* decoded bytes in one string or key
-                           (0: 64 KiB) */
+                           (0: 64 KiB); raw bytes with JSON_TRUNCATE */
 };
 
 enum json_flags {
     JSON_ALLOW_COMMENTS = 1 << 0, /* // and slash-star comments */
     JSON_MULTIPLE = 1 << 1,       /* a stream of concatenated documents */
+    /* Degrade instead of failing on max_string and max_items (see the
+     * top of this file). Not with JSON_ALLOW_COMMENTS. A bare token
+     * (number, literal) longer than 1 KiB still fails. */
+    JSON_TRUNCATE = 1 << 2,
 };
+
+/* What a filter returns besides a tag. */
+#define JSON_SKIP (-1) /* not wanted: left out silently */
+#define JSON_DROP (-2) /* wanted but over a limit: left out and counted */
+
+/*
+ * Decides, for each member of an object and each element of an array about
+ * to be read, whether the document keeps it. `tag` is what the filter
+ * returned for the enclosing object or array (0 for a document's root).
+ * `key` is the member name (`key_len` bytes, not NUL-terminated; a prefix
+ * when `key_truncated`), or NULL for the array element number `index`. Returns
+ * a tag >= 0 to keep the value (the tag matters only for objects and
+ * arrays, whose members it is then asked about), JSON_SKIP or JSON_DROP.
+ * Values left out are still checked for syntax and depth, never built.
+ */
+typedef int (*json_filter_cb)(int tag, const char *key, size_t key_len,
+                              int key_truncated, size_t index, void *arg);
 
 /*
  * Called once per complete top-level value. The callee takes ownership of
@@ -68,6 +105,10 @@ struct json_stream;
 struct json_stream *json_stream_new(const struct json_limits *limits,
                                     int flags, json_value_cb cb, void *arg);
 void json_stream_free(struct json_stream *s);
+
+/* Sets (or with NULL clears) the filter; before the first feed. */
+void json_stream_set_filter(struct json_stream *s, json_filter_cb cb,
+                            void *arg);
 
 /*
  * Feeds the next chunk; chunk boundaries may fall anywhere. Returns 0, or
@@ -88,6 +129,9 @@ int json_stream_finish(struct json_stream *s);
  * detected (for a broken max_bytes: the first byte beyond the limit). */
 const char *json_stream_error(const struct json_stream *s);
 size_t json_stream_error_offset(const struct json_stream *s);
+/* Where the document that failed began (its first byte that is not
+ * blank), so a caller can resynchronise a stream of lines after it. */
+size_t json_stream_error_doc_start(const struct json_stream *s);
 
 /* Bytes of the current, still incomplete document (0 between documents,
  * and after an error). */

@@ -67,7 +67,7 @@ dump(struct sbuf *b, const struct json_node *n)
     if (n->key != NULL) {
         sb_printf(b, "@%zu:", n->key_offset);
         sb_bytes(b, n->key, n->key_len);
-        sb_printf(b, "=");
+        sb_printf(b, n->key_truncated ? "~=" : "=");
     }
     sb_printf(b, "@%zu", n->offset);
     switch (n->type) {
@@ -85,6 +85,8 @@ dump(struct sbuf *b, const struct json_node *n)
         sb_printf(b, "'");
         sb_bytes(b, n->str, n->len);
         sb_printf(b, "'");
+        if (n->truncated)
+            sb_printf(b, "~%zu", n->raw_len);
         break;
     case JSON_OBJECT:
     case JSON_ARRAY:
@@ -95,6 +97,8 @@ dump(struct sbuf *b, const struct json_node *n)
             dump(b, n->items[i]);
         }
         sb_printf(b, n->type == JSON_OBJECT ? "}" : "]");
+        if (n->truncated)
+            sb_printf(b, "-%zu", n->dropped);
         break;
     }
 }
@@ -121,6 +125,9 @@ collect_cb(struct json_node *root, void *arg)
     return c->stop_after != 0 && c->docs >= c->stop_after;
 }
 
+/* The filter run() installs, if any. */
+static json_filter_cb run_filter;
+
 /* Result of one streamed run: the dumps, then the outcome. */
 static char *
 run(const char *text, size_t len, size_t chunk, const struct json_limits *lim,
@@ -134,6 +141,7 @@ run(const char *text, size_t len, size_t chunk, const struct json_limits *lim,
     memset(&c, 0, sizeof c);
     s = json_stream_new(lim, flags, collect_cb, &c);
     assert_non_null(s);
+    json_stream_set_filter(s, run_filter, NULL);
     /* Odd chunk sizes recycle each document's arena into the next. */
     if (chunk % 2 == 1)
         c.keep = s;
@@ -871,6 +879,185 @@ test_int64(void **state)
     }
 }
 
+/* ---- degrading instead of failing (JSON_TRUNCATE) --------------------- */
+
+static void
+expect_result(const char *text, const struct json_limits *lim, int flags,
+              const char *want)
+{
+    char *r = run_all_chunks(text, lim, flags);
+
+    if (strcmp(r, want) != 0)
+        fail_msg("got:\n%s\nwant:\n%s", r, want);
+    free(r);
+}
+
+static void
+test_cut_strings(void **state)
+{
+    struct json_limits lim = {.max_string = 8};
+    const int f = JSON_TRUNCATE;
+
+    (void)state;
+    expect_result("{\"a\":\"0123456789abc\",\"b\":\"short\"}", &lim, f,
+                  "@0{@1:a=@5'01234567'~13,@21:b=@25'short'}\nok docs=1");
+    /* Exactly at the limit: kept whole, not flagged. */
+    expect_result("[\"01234567\"]", &lim, f, "@0[@1'01234567']\nok docs=1");
+    /* The cut never splits an escape... */
+    expect_result("[\"abcdef\\u00e9xyz\"]", &lim, f,
+                  "@0[@1'abcdef'~15]\nok docs=1");
+    expect_result("[\"abcdefg\\n\\n\"]", &lim, f,
+                  "@0[@1'abcdefg'~11]\nok docs=1");
+    /* ... nor a UTF-8 sequence. */
+    expect_result("[\"abcdefg\xc3\xa9z\"]", &lim, f,
+                  "@0[@1'abcdefg'~10]\nok docs=1");
+    expect_result("[\"abcdef\xc3\xa9z\"]", &lim, f,
+                  "@0[@1'abcdef\\xc3\\xa9'~9]\nok docs=1");
+    /* Escaped quotes and backslashes in the stepped-over part. */
+    expect_result("[\"0123456789\\\"x\\\\\", \"y\"]", &lim, f,
+                  "@0[@1'01234567'~15,@20'y']\nok docs=1");
+    expect_result("[\"01234567\\\"\\\"\\\"\", 1]", &lim, f,
+                  "@0[@1'01234567'~14,@19#1]\nok docs=1");
+    /* Keys too. */
+    expect_result("{\"0123456789\":1}", &lim, f,
+                  "@0{@1:01234567~=@14#1}\nok docs=1");
+    /* Several documents, one cut across each boundary. */
+    expect_result("[\"0123456789\"] [\"ab\"]\n[\"abcdefghij\"]", &lim,
+                  f | JSON_MULTIPLE,
+                  "@0[@1'01234567'~10]\n@15[@16'ab']\n"
+                  "@22[@23'abcdefgh'~10]\nok docs=3");
+    /* Without the flag the limit still fails the document. */
+    expect_error("[\"0123456789\"]", &lim, 0, "string longer than 8 bytes");
+}
+
+static void
+test_cut_errors(void **state)
+{
+    struct json_limits lim = {.max_string = 8};
+    char *big;
+
+    (void)state;
+    expect_error("[\"0123456789", &lim, JSON_TRUNCATE, "truncated document");
+    expect_error("[\"0123", &lim, JSON_TRUNCATE, "truncated document");
+    /* A bad escape in the kept part is still an error. */
+    expect_error("[\"ab\\qcd\"]", &lim, JSON_TRUNCATE, "lexical error");
+    /* Numbers and literals cannot be cut: a long one fails. */
+    big = repeat("[", "1", 1025, "]");
+    expect_error(big, &lim, JSON_TRUNCATE, "token longer than 1024 bytes");
+    free(big);
+    big = repeat("[", "1", 1024, "]");
+    expect_ok(big, &lim, JSON_TRUNCATE);
+    free(big);
+}
+
+/* A string of megabytes costs neither a buffer nor a failure. */
+static void
+test_cut_huge(void **state)
+{
+    struct json_limits lim = {.max_string = 16, .max_bytes = SIZE_MAX};
+    size_t n = 8u << 20, off, k;
+    char *big = repeat("{\"Env\":[\"", "x\\\"y", n / 4, "\"],\"ok\":1}");
+    struct json_node *root = NULL;
+    const struct json_node *env, *ok;
+    struct json_stream *js;
+    int64_t v;
+
+    (void)state;
+    js = json_stream_new(&lim, JSON_TRUNCATE, NULL, NULL);
+    assert_non_null(js);
+    json_stream_free(js);
+    root = json_parse(big, strlen(big), &lim, JSON_TRUNCATE, NULL, 0, NULL);
+    assert_non_null(root);
+    env = json_get(root, "Env");
+    assert_non_null(env);
+    assert_int_equal(env->count, 1);
+    assert_true(env->items[0]->truncated);
+    assert_int_equal(env->items[0]->raw_len, n);
+    /* 16 raw bytes are four times x\"y: 12 decoded bytes. */
+    assert_int_equal(env->items[0]->len, 12);
+    assert_memory_equal(env->items[0]->str, "x\"yx\"yx\"yx\"y", 12);
+    ok = json_get(root, "ok");
+    assert_int_equal(json_int64(ok, &v), 0);
+    assert_int_equal(v, 1);
+    json_free(root);
+    /* The same in 4 KiB chunks, through a stream. */
+    for (k = 4096; k <= 65536; k *= 4) {
+        struct collect c;
+
+        memset(&c, 0, sizeof c);
+        js = json_stream_new(&lim, JSON_TRUNCATE, collect_cb, &c);
+        assert_non_null(js);
+        for (off = 0; off < strlen(big); off += k)
+            assert_int_equal(json_stream_feed(js, big + off,
+                                              strlen(big) - off < k
+                                                  ? strlen(big) - off
+                                                  : k),
+                             0);
+        assert_int_equal(json_stream_finish(js), 0);
+        assert_int_equal(c.docs, 1);
+        free(c.out.p);
+        json_stream_free(js);
+    }
+    free(big);
+}
+
+static void
+test_drop_items(void **state)
+{
+    struct json_limits lim = {.max_items = 2};
+
+    (void)state;
+    expect_result("{\"a\":1,\"b\":2,\"c\":3,\"d\":[1,2,3]}", &lim,
+                  JSON_TRUNCATE, "@0{@1:a=@5#1,@7:b=@11#2}-2\nok docs=1");
+    expect_result("[1,2,3,[4,5,6]]", &lim, JSON_TRUNCATE,
+                  "@0[@1#1,@3#2]-2\nok docs=1");
+    expect_error("[1,2,3]", &lim, 0, "array has more than 2 elements");
+}
+
+enum { T_ROOT, T_CONFIG, T_LABELS };
+
+static int
+schema(int tag, const char *key, size_t len, int cut, size_t index, void *arg)
+{
+    (void)cut;
+    (void)index;
+    (void)arg;
+    if (key == NULL)
+        return JSON_SKIP;
+    switch (tag) {
+    case T_ROOT:
+        if (len == 2 && memcmp(key, "Id", 2) == 0)
+            return T_ROOT;
+        if (len == 6 && memcmp(key, "Config", 6) == 0)
+            return T_CONFIG;
+        return JSON_SKIP;
+    case T_CONFIG:
+        return len == 6 && memcmp(key, "Labels", 6) == 0 ? T_LABELS
+                                                         : JSON_SKIP;
+    default:
+        return len > 0 && key[0] == 'k' ? T_LABELS : JSON_DROP;
+    }
+}
+
+static void
+test_filter(void **state)
+{
+    (void)state;
+    run_filter = schema;
+    expect_result("{\"Id\":\"x\",\"Env\":[\"A=1\",{\"deep\":[[[1]]]}],"
+                  "\"Config\":{\"Cmd\":\"long\",\"Labels\":{\"k1\":\"v\","
+                  "\"z\":\"w\",\"k2\":\"v2\"}}}",
+                  NULL, 0,
+                  "@0{@1:Id=@6'x',@41:Config=@50{@64:Labels=@73{@74:k1=@79"
+                  "'v',@91:k2=@96'v2'}-1}}\nok docs=1");
+    /* What is left out is still checked. */
+    expect_error("{\"Env\":[1,}", NULL, 0, "parse error");
+    expect_error("{\"Env\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]"
+                 "]]]]]]]]]]]]]]]]]]]]]]]}",
+                 NULL, 0, "nesting deeper than 32");
+    run_filter = NULL;
+}
+
 int
 main(void)
 {
@@ -898,6 +1085,11 @@ main(void)
         cmocka_unit_test(test_error_offset),
         cmocka_unit_test(test_linecol),
         cmocka_unit_test(test_int64),
+        cmocka_unit_test(test_cut_strings),
+        cmocka_unit_test(test_cut_errors),
+        cmocka_unit_test(test_cut_huge),
+        cmocka_unit_test(test_drop_items),
+        cmocka_unit_test(test_filter),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
