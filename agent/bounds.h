@@ -19,15 +19,18 @@
 /* A container's name and image: longer ones are truncated (and a policy
  * glob on a truncated value does not match). The engine's own references
  * are at most 255 + 128 bytes; names have no limit there. */
-#define LIMIT_NAME_BYTES  ((size_t)1024)
+#define LIMIT_NAME_BYTES  ((size_t)4096)
 #define LIMIT_IMAGE_BYTES ((size_t)4096)
 
-/* A label key longer than this is dropped; a value longer than this is
- * truncated to a prefix. Policy label keys and values in the config are
- * held to the same bounds, so a truncated value can never equal a policy
- * value and a policy can always be decided exactly. */
-#define LIMIT_LABEL_KEY   ((size_t)1024)
-#define LIMIT_LABEL_VALUE ((size_t)4096)
+/* A label key longer than this is dropped; a value longer than this (as
+ * sent, escapes included) is truncated to a prefix. A prefix decodes to at
+ * least a sixth of it (\u0001 is six bytes for one), which is more than
+ * any policy value may be: so a truncated value never equals a policy
+ * value, and a policy is always decided exactly. Policy label keys are
+ * held to LIMIT_LABEL_KEY. */
+#define LIMIT_LABEL_KEY          ((size_t)1024)
+#define LIMIT_LABEL_VALUE        ((size_t)4096)
+#define LIMIT_POLICY_LABEL_VALUE ((size_t)512)
 
 /* Labels kept per container besides those a policy names (which are kept
  * whatever their number): at most this many, and at most

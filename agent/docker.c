@@ -16,14 +16,16 @@
 #include <unistd.h>
 
 #include "backoff.h"
+#include "bounds.h"
 #include "json.h"
 #include "log.h"
 #include "loop.h"
 
-#define INSPECT_MAX_BODY (1u << 20)
-#define LIST_MAX_BODY    (64u << 20)
-#define ERR_MAX_BODY     (64u << 10)
-#define WATCH_BASE_MS    250
+#define ERR_MAX_BODY (64u << 10)
+/* Containers in one list answer: far more than a node can run. */
+#define LIST_MAX_ITEMS ((size_t)1 << 20)
+#define WATCH_BASE_MS  250
+#define REJECT_LOG_MS  10000
 
 enum watch_phase { W_IDLE, W_VERSION, W_CONNECTING, W_OPEN, W_WAITING };
 
@@ -35,6 +37,8 @@ struct docker {
     char api[16]; /* negotiated version, "" until known */
     uint32_t rnd;
     struct docker_req *reqs; /* in flight, for docker_free */
+    events_label_cb wanted;  /* labels a policy names */
+    void *wanted_arg;
 
     /* The events subscription. */
     enum watch_phase phase;
@@ -47,6 +51,10 @@ struct docker {
     int64_t checkpoint;
     uint64_t reconnects;
     uint64_t nevents;
+    uint64_t rejected;        /* events stepped over, all parsers */
+    uint64_t parser_rejected; /* ... of which the current parser's */
+    uint64_t rejected_logged;
+    uint64_t reject_log_ms; /* when the last line about them was written */
     bool subscribed_once;
     bool feeding;      /* inside events_parser_feed */
     bool parser_dead;  /* free the parser once the feed returns */
@@ -60,6 +68,13 @@ struct docker_req {
     struct docker *d;
     enum req_kind kind;
     struct http_call *call;
+    /* Inspect and list answers are parsed as they arrive; an error
+     * answer's first ERR_MAX_BODY bytes are kept for its message. */
+    struct docker_doc *doc;
+    long status;
+    char *errbody;
+    size_t errlen;
+    char parse_err[256];
     union {
         docker_inspect_cb inspect;
         docker_list_cb list;
@@ -67,13 +82,6 @@ struct docker_req {
     } cb;
     void *arg;
     struct docker_req *prev, *next;
-};
-
-struct docker_parsed {
-    struct json_node *root;
-    struct docker_container *items;
-    size_t n;
-    struct label *labels;
 };
 
 bool
@@ -93,6 +101,177 @@ docker_valid_id(const char *s)
 }
 
 /* ---- parsing ---------------------------------------------------------- */
+
+/*
+ * Inspect and list answers are read through a filter that keeps only what
+ * reapd reads (docs/limits.md): a container's Env, Cmd, Mounts, Health
+ * log... are lexed and left out, whatever their size, and labels are kept
+ * by the rules of bounds.h. The same code serves a body in one piece
+ * (docker_parse_*) and one streamed from the engine.
+ */
+enum doc_kind { DOC_INSPECT, DOC_LIST };
+
+/* The filter's tags. */
+enum {
+    T_TOP = 0, /* the inspect object, or the list array */
+    T_LEAF,    /* a field we read; nothing inside it is ours */
+    T_ITEM,    /* one container of a list */
+    T_STATE,   /* inspect State */
+    T_CONFIG,  /* inspect Config */
+    T_NAMES,   /* list Names */
+    T_LABELS,
+};
+
+struct docker_doc {
+    enum doc_kind kind;
+    struct json_stream *js;
+    struct json_node *root;
+    events_label_cb wanted;
+    void *wanted_arg;
+    size_t others; /* labels kept in the current Labels object, unwanted */
+};
+
+struct docker_parsed {
+    struct json_node *root;
+    struct docker_container *items;
+    size_t n;
+    struct label *labels;
+};
+
+static int
+key_is(const char *key, size_t len, const char *want)
+{
+    return strlen(want) == len && memcmp(key, want, len) == 0;
+}
+
+static int
+label_rule(struct docker_doc *doc, const char *key, size_t len, int cut)
+{
+    if (cut || len > LIMIT_LABEL_KEY)
+        return JSON_DROP;
+    if (doc->wanted != NULL && doc->wanted(key, len, doc->wanted_arg))
+        return T_LEAF;
+    if (doc->others >= LIMIT_LABELS)
+        return JSON_DROP;
+    doc->others++;
+    return T_LEAF;
+}
+
+static int
+doc_filter(int tag, const char *key, size_t len, int cut, size_t index,
+           void *arg)
+{
+    struct docker_doc *doc = arg;
+
+    if (key == NULL) {
+        if (tag == T_TOP && doc->kind == DOC_LIST)
+            return T_ITEM;
+        return tag == T_NAMES && index == 0 ? T_LEAF : JSON_SKIP;
+    }
+    switch (tag) {
+    case T_TOP:
+        if (doc->kind == DOC_LIST)
+            return JSON_SKIP;
+        if (key_is(key, len, "Id") || key_is(key, len, "Name"))
+            return T_LEAF;
+        if (key_is(key, len, "State"))
+            return T_STATE;
+        return key_is(key, len, "Config") ? T_CONFIG : JSON_SKIP;
+    case T_ITEM:
+        if (key_is(key, len, "Id") || key_is(key, len, "State") ||
+            key_is(key, len, "Image"))
+            return T_LEAF;
+        if (key_is(key, len, "Names"))
+            return T_NAMES;
+        break;
+    case T_STATE:
+        return key_is(key, len, "Status") || key_is(key, len, "ExitCode") ||
+                       key_is(key, len, "OOMKilled") ||
+                       key_is(key, len, "StartedAt") ||
+                       key_is(key, len, "FinishedAt")
+                   ? T_LEAF
+                   : JSON_SKIP;
+    case T_CONFIG:
+        if (key_is(key, len, "Image"))
+            return T_LEAF;
+        break;
+    case T_LABELS:
+        return label_rule(doc, key, len, cut);
+    default:
+        return JSON_SKIP;
+    }
+    if (!key_is(key, len, "Labels"))
+        return JSON_SKIP;
+    doc->others = 0;
+    return T_LABELS;
+}
+
+static int
+keep_doc(struct json_node *root, void *arg)
+{
+    struct docker_doc *doc = arg;
+
+    json_free(doc->root); /* a second document is refused at finish */
+    doc->root = root;
+    return 0;
+}
+
+static void
+doc_free(struct docker_doc *doc)
+{
+    if (doc == NULL)
+        return;
+    json_stream_free(doc->js);
+    json_free(doc->root);
+    free(doc);
+}
+
+static struct docker_doc *
+doc_new(enum doc_kind kind, events_label_cb wanted, void *arg)
+{
+    struct docker_doc *doc = calloc(1, sizeof(*doc));
+    /* Strings are cut, not refused; the size as sent is not bounded, as
+     * nothing of it is kept but what the filter wants. */
+    struct json_limits lim = {.max_bytes = SIZE_MAX,
+                              .max_depth = 16,
+                              .max_items = LIST_MAX_ITEMS,
+                              .max_string = LIMIT_LABEL_VALUE};
+
+    if (doc == NULL)
+        return NULL;
+    doc->kind = kind;
+    doc->wanted = wanted;
+    doc->wanted_arg = arg;
+    doc->js = json_stream_new(&lim, JSON_TRUNCATE, keep_doc, doc);
+    if (doc->js == NULL) {
+        free(doc);
+        return NULL;
+    }
+    json_stream_set_filter(doc->js, doc_filter, doc);
+    return doc;
+}
+
+static int
+doc_feed(struct docker_doc *doc, const char *buf, size_t len)
+{
+    return json_stream_feed(doc->js, buf, len);
+}
+
+/* Ends the input: the root, now the caller's, or NULL with `err`. */
+static struct json_node *
+doc_finish(struct docker_doc *doc, char *err, size_t errlen)
+{
+    struct json_node *root;
+
+    if (json_stream_finish(doc->js) != 0) {
+        snprintf(err, errlen, "%s at byte %zu", json_stream_error(doc->js),
+                 json_stream_error_offset(doc->js));
+        return NULL;
+    }
+    root = doc->root;
+    doc->root = NULL;
+    return root;
+}
 
 /* The string value when it holds no NUL byte (a "\u0000" inside would
  * make C string functions see only a prefix: "reapd.managed\u0000x" must
@@ -154,22 +333,47 @@ out:
     return result;
 }
 
-/* Copies string members of `obj` into labels[]; non-strings skipped. */
+/*
+ * Copies the string members of `obj` into labels[] and says in `c`
+ * whether any was cut or left out. Labels a policy names come first and
+ * are all kept; the others share LIMIT_LABEL_BYTES.
+ */
 static size_t
-take_labels(const struct json_node *obj, struct label *labels)
+take_labels(const struct json_node *obj, struct label *labels,
+            struct docker_container *c, const struct docker_doc *doc)
 {
-    size_t i, n = 0;
+    size_t i, n = 0, bytes = 0, size;
+    int pass;
 
     if (obj == NULL || obj->type != JSON_OBJECT)
         return 0;
-    for (i = 0; i < obj->count; i++) {
-        const struct json_node *m = obj->items[i];
+    c->labels_truncated = obj->truncated != 0;
+    for (pass = 0; pass < 2; pass++) {
+        for (i = 0; i < obj->count; i++) {
+            const struct json_node *m = obj->items[i];
+            int want = doc->wanted != NULL &&
+                       doc->wanted(m->key, m->key_len, doc->wanted_arg);
 
-        if (cstr(m) == NULL || strlen(m->key) != m->key_len)
-            continue;
-        labels[n].key = (char *)m->key;
-        labels[n].value = (char *)m->str;
-        n++;
+            if (want != (pass == 0))
+                continue;
+            if (cstr(m) == NULL || strlen(m->key) != m->key_len) {
+                c->labels_truncated = true; /* not a label we can keep */
+                continue;
+            }
+            if (!want) {
+                size = m->key_len + m->len;
+                if (size > LIMIT_LABEL_BYTES - bytes) {
+                    c->labels_truncated = true;
+                    continue;
+                }
+                bytes += size;
+            }
+            if (m->truncated)
+                c->labels_truncated = true;
+            labels[n].key = (char *)m->key;
+            labels[n].value = (char *)m->str;
+            n++;
+        }
     }
     return n;
 }
@@ -193,6 +397,12 @@ static bool
 json_true(const struct json_node *n)
 {
     return n != NULL && n->type == JSON_BOOL && n->boolean;
+}
+
+static bool
+cut(const struct json_node *n)
+{
+    return n != NULL && n->truncated;
 }
 
 static struct docker_parsed *
@@ -224,24 +434,18 @@ docker_parsed_free(struct docker_parsed *p)
     free(p);
 }
 
-int
-docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
-                     const struct docker_container **out, char *err,
-                     size_t errlen)
+/* Builds the inspect result from `root`, which it takes. */
+static int
+inspect_from(struct json_node *root, const struct docker_doc *doc,
+             struct docker_parsed **ctx, const struct docker_container **out,
+             char *err, size_t errlen)
 {
-    struct json_limits lim = {
-        .max_bytes = INSPECT_MAX_BODY, .max_depth = 16, .max_items = 8192};
-    struct json_node *root;
-    const struct json_node *cfg, *st, *labels;
+    const struct json_node *cfg, *st, *labels, *nm, *img;
     struct docker_parsed *p = NULL;
     struct docker_container *c;
     const char *id, *name, *status;
     int64_t code;
 
-    *ctx = NULL;
-    root = json_parse(body, len, &lim, 0, err, errlen, NULL);
-    if (root == NULL)
-        return -1;
     id = cstr(json_get(root, "Id"));
     cfg = json_get(root, "Config");
     st = json_get(root, "State");
@@ -260,11 +464,15 @@ docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
     c = &p->items[0];
     p->n = 1;
     memcpy(c->id, id, 65);
-    name = cstr(json_get(root, "Name"));
+    nm = json_get(root, "Name");
+    name = cstr(nm);
     c->name = name != NULL && name[0] == '/' ? name + 1 : name;
-    c->image = cstr(json_get(cfg, "Image"));
+    c->name_truncated = cut(nm);
+    img = json_get(cfg, "Image");
+    c->image = cstr(img);
+    c->image_truncated = cut(img);
     c->labels = p->labels;
-    c->nlabels = take_labels(labels, p->labels);
+    c->nlabels = take_labels(labels, p->labels, c, doc);
     status = cstr(json_get(st, "Status"));
     if (lc_run_parse(status, &c->state.run) != 0) {
         snprintf(err, errlen, "inspect: unknown State.Status \"%.40s\"",
@@ -286,23 +494,20 @@ docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
     return 0;
 }
 
-int
-docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
-                  const struct docker_container **out, size_t *n, char *err,
-                  size_t errlen)
+/* Builds the list result from `root`, which it takes. */
+static int
+list_from(struct json_node *root, const struct docker_doc *doc,
+          struct docker_parsed **ctx, const struct docker_container **out,
+          size_t *n, char *err, size_t errlen)
 {
-    struct json_limits lim = {
-        .max_bytes = LIST_MAX_BODY, .max_depth = 16, .max_items = 1u << 20};
-    struct json_node *root;
     struct docker_parsed *p;
     size_t i, nl = 0, lab = 0;
 
-    *ctx = NULL;
-    root = json_parse(body, len, &lim, 0, err, errlen, NULL);
-    if (root == NULL)
-        return -1;
-    if (root->type != JSON_ARRAY) {
-        snprintf(err, errlen, "list: expected an array");
+    if (root->type != JSON_ARRAY || root->truncated) {
+        snprintf(err, errlen,
+                 root->type != JSON_ARRAY ? "list: expected an array"
+                                          : "list: more than %zu containers",
+                 (size_t)LIST_MAX_ITEMS);
         json_free(root);
         return -1;
     }
@@ -315,7 +520,7 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
         return -1;
     }
     for (i = 0; i < root->count; i++) {
-        const struct json_node *it = root->items[i], *names;
+        const struct json_node *it = root->items[i], *names, *nm = NULL;
         struct docker_container *c = &p->items[p->n];
         const char *id = cstr(json_get(it, "Id"));
         const char *state = cstr(json_get(it, "State"));
@@ -328,11 +533,15 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
         memcpy(c->id, id, 65);
         names = json_get(it, "Names");
         if (names != NULL && names->type == JSON_ARRAY && names->count > 0)
-            name = cstr(names->items[0]);
+            nm = names->items[0];
+        name = cstr(nm);
         c->name = name != NULL && name[0] == '/' ? name + 1 : name;
+        c->name_truncated = cut(nm);
         c->image = cstr(json_get(it, "Image"));
+        c->image_truncated = cut(json_get(it, "Image"));
         c->labels = p->labels + lab;
-        c->nlabels = take_labels(json_get(it, "Labels"), p->labels + lab);
+        c->nlabels =
+            take_labels(json_get(it, "Labels"), p->labels + lab, c, doc);
         lab += c->nlabels;
         p->n++;
     }
@@ -340,6 +549,57 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
     *out = p->items;
     *n = p->n;
     return 0;
+}
+
+/* One body in one piece, through the same filter as a streamed one. */
+static struct json_node *
+parse_whole(struct docker_doc *doc, const char *body, size_t len, char *err,
+            size_t errlen)
+{
+    if (doc == NULL) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (doc_feed(doc, body, len) != 0) {
+        snprintf(err, errlen, "%s at byte %zu", json_stream_error(doc->js),
+                 json_stream_error_offset(doc->js));
+        return NULL;
+    }
+    return doc_finish(doc, err, errlen);
+}
+
+int
+docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
+                     const struct docker_container **out, char *err,
+                     size_t errlen)
+{
+    struct docker_doc *doc = doc_new(DOC_INSPECT, NULL, NULL);
+    struct json_node *root;
+    int rc = -1;
+
+    *ctx = NULL;
+    root = parse_whole(doc, body, len, err, errlen);
+    if (root != NULL)
+        rc = inspect_from(root, doc, ctx, out, err, errlen);
+    doc_free(doc);
+    return rc;
+}
+
+int
+docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
+                  const struct docker_container **out, size_t *n, char *err,
+                  size_t errlen)
+{
+    struct docker_doc *doc = doc_new(DOC_LIST, NULL, NULL);
+    struct json_node *root;
+    int rc = -1;
+
+    *ctx = NULL;
+    root = parse_whole(doc, body, len, err, errlen);
+    if (root != NULL)
+        rc = list_from(root, doc, ctx, out, n, err, errlen);
+    doc_free(doc);
+    return rc;
 }
 
 /* ---- requests --------------------------------------------------------- */
@@ -355,10 +615,18 @@ req_unlink(struct docker_req *r)
         r->next->prev = r->prev;
 }
 
+static void
+req_free(struct docker_req *r)
+{
+    doc_free(r->doc);
+    free(r->errbody);
+    free(r);
+}
+
 /* The engine's {"message": "..."} of an error answer, or a default. */
 static void
-error_message(const struct http_response *res, const char *what, char *buf,
-              size_t len)
+error_message(const struct http_response *res, const char *body,
+              size_t body_len, const char *what, char *buf, size_t len)
 {
     struct json_limits lim = {.max_bytes = ERR_MAX_BODY, .max_depth = 4};
     struct json_node *root = NULL;
@@ -368,8 +636,8 @@ error_message(const struct http_response *res, const char *what, char *buf,
         snprintf(buf, len, "%s: %s", what, res->errmsg);
         return;
     }
-    if (res->body != NULL && res->body_len > 0)
-        root = json_parse(res->body, res->body_len, &lim, 0, NULL, 0, NULL);
+    if (body != NULL && body_len > 0)
+        root = json_parse(body, body_len, &lim, 0, NULL, 0, NULL);
     m = cstr(json_get(root, "message"));
     snprintf(buf, len, "%s: HTTP %ld%s%.200s", what, res->status,
              m ? ": " : "", m ? m : "");
@@ -391,35 +659,86 @@ status_of(const struct http_response *res)
 }
 
 static void
+on_req_headers(long status, void *arg)
+{
+    struct docker_req *r = arg;
+
+    r->status = status;
+}
+
+static int
+on_req_data(const char *buf, size_t len, void *arg)
+{
+    struct docker_req *r = arg;
+    size_t room;
+    char *nb;
+
+    if (r->status >= 200 && r->status < 300) {
+        if (doc_feed(r->doc, buf, len) == 0)
+            return 0;
+        snprintf(r->parse_err, sizeof(r->parse_err), "%s at byte %zu",
+                 json_stream_error(r->doc->js),
+                 json_stream_error_offset(r->doc->js));
+        return -1;
+    }
+    room = ERR_MAX_BODY - r->errlen;
+    if (len > room)
+        len = room;
+    if (len == 0)
+        return 0;
+    nb = realloc(r->errbody, r->errlen + len + 1);
+    if (nb == NULL)
+        return 0; /* the message is a nicety */
+    memcpy(nb + r->errlen, buf, len);
+    r->errlen += len;
+    nb[r->errlen] = '\0';
+    r->errbody = nb;
+    return 0;
+}
+
+static const char *
+req_what(const struct docker_req *r)
+{
+    return r->kind == REQ_DELETE    ? "delete"
+           : r->kind == REQ_INSPECT ? "inspect"
+                                    : "list";
+}
+
+static void
 on_req_done(const struct http_response *res, void *arg)
 {
     struct docker_req *r = arg;
     enum docker_status st = status_of(res);
     struct docker_parsed *p = NULL;
     const struct docker_container *cs = NULL;
+    struct json_node *root = NULL;
     size_t n = 0;
     char msg[512] = "";
 
     r->call = NULL;
     req_unlink(r);
-    if (st != DOCKER_OK)
-        error_message(res,
-                      r->kind == REQ_DELETE    ? "delete"
-                      : r->kind == REQ_INSPECT ? "inspect"
-                                               : "list",
+    if (r->parse_err[0] != '\0') {
+        st = DOCKER_FAILED;
+        snprintf(msg, sizeof(msg), "%s: %s", req_what(r), r->parse_err);
+    } else if (st != DOCKER_OK) {
+        error_message(res, r->doc != NULL ? r->errbody : res->body,
+                      r->doc != NULL ? r->errlen : res->body_len, req_what(r),
                       msg, sizeof(msg));
+    } else if (r->doc != NULL) {
+        root = doc_finish(r->doc, msg, sizeof(msg));
+        if (root == NULL)
+            st = DOCKER_FAILED;
+    }
     switch (r->kind) {
     case REQ_INSPECT:
         if (st == DOCKER_OK &&
-            docker_parse_inspect(res->body, res->body_len, &p, &cs, msg,
-                                 sizeof(msg)) != 0)
+            inspect_from(root, r->doc, &p, &cs, msg, sizeof(msg)) != 0)
             st = DOCKER_FAILED;
         r->cb.inspect(st, st == DOCKER_OK ? cs : NULL, msg, r->arg);
         break;
     case REQ_LIST:
         if (st == DOCKER_OK &&
-            docker_parse_list(res->body, res->body_len, &p, &cs, &n, msg,
-                              sizeof(msg)) != 0)
+            list_from(root, r->doc, &p, &cs, &n, msg, sizeof(msg)) != 0)
             st = DOCKER_FAILED;
         r->cb.list(st, cs, n, msg, r->arg);
         break;
@@ -428,7 +747,7 @@ on_req_done(const struct http_response *res, void *arg)
         break;
     }
     docker_parsed_free(p);
-    free(r);
+    req_free(r);
 }
 
 static struct docker_req *
@@ -453,6 +772,14 @@ start_req(struct docker *d, enum req_kind kind, const char *method,
         r->cb.list = (docker_list_cb)cb;
     else
         r->cb.del = (docker_delete_cb)cb;
+    if (kind != REQ_DELETE) {
+        r->doc = doc_new(kind == REQ_INSPECT ? DOC_INSPECT : DOC_LIST,
+                         d->wanted, d->wanted_arg);
+        if (r->doc == NULL) {
+            free(r);
+            return NULL;
+        }
+    }
     snprintf(url, sizeof(url), "http://docker/v%s%s", d->api, path);
     memset(&hr, 0, sizeof(hr));
     hr.method = method;
@@ -460,9 +787,10 @@ start_req(struct docker *d, enum req_kind kind, const char *method,
     hr.unix_socket = d->socket;
     hr.timeout_ms = d->timeout_ms;
     hr.max_body = max_body;
-    r->call = loop_http(d->l, &hr, NULL, NULL, on_req_done, r);
+    r->call = loop_http(d->l, &hr, r->doc != NULL ? on_req_headers : NULL,
+                        r->doc != NULL ? on_req_data : NULL, on_req_done, r);
     if (r->call == NULL) {
-        free(r);
+        req_free(r);
         return NULL;
     }
     r->next = d->reqs;
@@ -481,7 +809,7 @@ docker_inspect(struct docker *d, const char *id, docker_inspect_cb cb,
     if (!docker_valid_id(id))
         return NULL;
     snprintf(path, sizeof(path), "/containers/%s/json", id);
-    return start_req(d, REQ_INSPECT, "GET", path, INSPECT_MAX_BODY, (void *)cb,
+    return start_req(d, REQ_INSPECT, "GET", path, ERR_MAX_BODY, (void *)cb,
                      arg);
 }
 
@@ -500,7 +828,7 @@ docker_list(struct docker *d, const char *id, docker_list_cb cb, void *arg)
                  id);
     else
         snprintf(path, sizeof(path), "/containers/json?all=1");
-    return start_req(d, REQ_LIST, "GET", path, LIST_MAX_BODY, (void *)cb, arg);
+    return start_req(d, REQ_LIST, "GET", path, ERR_MAX_BODY, (void *)cb, arg);
 }
 
 struct docker_req *
@@ -524,7 +852,7 @@ docker_cancel(struct docker_req *r)
         return;
     loop_http_cancel(r->call);
     req_unlink(r);
-    free(r);
+    req_free(r);
 }
 
 /* ---- the events subscription ----------------------------------------- */
@@ -583,6 +911,35 @@ on_events_headers(long status, void *arg)
         d->cbs.on_subscribed(d->cbs_arg);
 }
 
+/* Events the parser stepped over: counted, and one line about them at
+ * most every REJECT_LOG_MS, however many there are. Skipped and rejected
+ * objects move the checkpoint too (when they had a time), so a resume
+ * does not ask for them again. */
+static void
+note_rejections(struct docker *d)
+{
+    uint64_t n = events_parser_rejected(d->parser), now;
+    int64_t t = events_parser_last_time(d->parser);
+
+    if (t > d->checkpoint)
+        d->checkpoint = t;
+    if (n == d->parser_rejected)
+        return;
+    d->rejected += n - d->parser_rejected;
+    d->parser_rejected = n;
+    now = loop_now_ms();
+    if (d->reject_log_ms != 0 && now - d->reject_log_ms < REJECT_LOG_MS)
+        return;
+    log_warn(NULL,
+             "events stream: %llu event(s) stepped over, %llu in all "
+             "(the last: %s)",
+             (unsigned long long)(d->rejected - d->rejected_logged),
+             (unsigned long long)d->rejected,
+             events_parser_last_rejection(d->parser));
+    d->rejected_logged = d->rejected;
+    d->reject_log_ms = now;
+}
+
 static int
 on_events_data(const char *buf, size_t len, void *arg)
 {
@@ -594,6 +951,8 @@ on_events_data(const char *buf, size_t len, void *arg)
     d->feeding = true;
     rc = events_parser_feed(d->parser, buf, len);
     d->feeding = false;
+    if (!d->parser_dead)
+        note_rejections(d);
     if (d->parser_dead) {
         /* docker_watch_stop ran from an event callback. */
         events_parser_free(d->parser);
@@ -648,14 +1007,18 @@ open_events(struct docker *d)
         watch_retry(d, "events: out of memory");
         return;
     }
+    events_parser_set_labels(d->parser, d->wanted, d->wanted_arg);
+    d->parser_rejected = 0;
     /* filters={"type":["container"]} */
     n = snprintf(url, sizeof(url),
                  "http://docker/v%s/events?filters=%%7B%%22type%%22%%3A"
                  "%%5B%%22container%%22%%5D%%7D",
                  d->api);
     if (d->checkpoint > 0) {
-        /* Resume just after the last event we saw. */
-        int64_t next = d->checkpoint + 1;
+        /* Resume just after the last event we saw (the engine's times
+         * are checked, but a checkpoint may come from disk). */
+        int64_t next =
+            d->checkpoint < INT64_MAX ? d->checkpoint + 1 : d->checkpoint;
 
         snprintf(url + n, sizeof(url) - (size_t)n, "&since=%lld.%09lld",
                  (long long)(next / 1000000000),
@@ -777,6 +1140,21 @@ uint64_t
 docker_watch_events(const struct docker *d)
 {
     return d->nevents;
+}
+
+uint64_t
+docker_watch_rejected(const struct docker *d)
+{
+    return d->rejected;
+}
+
+void
+docker_set_labels(struct docker *d, events_label_cb wanted, void *arg)
+{
+    d->wanted = wanted;
+    d->wanted_arg = arg;
+    if (d->parser != NULL)
+        events_parser_set_labels(d->parser, wanted, arg);
 }
 
 const char *

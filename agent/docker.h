@@ -49,6 +49,11 @@ struct docker_container {
     const char *image; /* Config.Image (inspect) or Image (list) */
     const struct label *labels;
     size_t nlabels;
+    /* Over the limits of bounds.h: a label was dropped or a value cut;
+     * the name or image is a prefix (a policy glob must not match it). */
+    bool labels_truncated;
+    bool name_truncated;
+    bool image_truncated;
     struct lc_inspect state; /* list answers: has_exit_code false */
     const char *started_at;  /* RFC 3339, NULL if never */
     const char *finished_at; /* RFC 3339, NULL if never */
@@ -68,6 +73,10 @@ struct docker *docker_new(struct loop *l, const char *socket,
                           long request_timeout_ms, long reconnect_max_ms);
 /* Cancels everything in flight (no callbacks). */
 void docker_free(struct docker *d);
+
+/* The labels that policies name, kept whatever the limits (in answers
+ * and events parsed from now on); `wanted` may be NULL. */
+void docker_set_labels(struct docker *d, events_label_cb wanted, void *arg);
 
 /* The API version in use ("1.41"), once negotiated; else NULL. */
 const char *docker_api_version(const struct docker *d);
@@ -103,6 +112,9 @@ bool docker_watch_connected(const struct docker *d);
 int64_t docker_watch_checkpoint(const struct docker *d);
 uint64_t docker_watch_reconnects(const struct docker *d);
 uint64_t docker_watch_events(const struct docker *d);
+/* Events that could not be read (malformed, too deep, too big as sent),
+ * stepped over without a reconnect; see events.h. */
+uint64_t docker_watch_rejected(const struct docker *d);
 
 /* Parsers, exposed for tests: fill `out` from an engine answer. They
  * return 0, or -1 with a message in `err`. The results live in `ctx`

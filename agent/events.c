@@ -7,6 +7,9 @@
  * a struct docker_event point into the object's arena and the attribute
  * list into a buffer owned by the parser and reused, so an event costs its
  * arena and nothing else; both are gone when the callback returns.
+ *
+ * A filter keeps only the fields an event is read for, so the rest of an
+ * object (legacy fields, anything new) costs lexing and nothing more.
  */
 #include "events.h"
 
@@ -15,27 +18,44 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "json.h"
 
-#define DEFAULT_EVENT_BYTES ((size_t)256 * 1024)
+#define DEFAULT_EVENT_BYTES ((size_t)64 * 1024 * 1024)
 #define DEFAULT_DEPTH       8u
-#define DEFAULT_ATTRS       ((size_t)1024)
-/* Members allowed in any object on top of max_attrs, so the event and its
- * Actor fit while Attributes is still checked against max_attrs exactly,
- * here, with a message that names it. */
+/* Members kept in any one object: the labels a policy names on top of the
+ * others, and room for the event's own fields. */
 #define FIELD_SLACK ((size_t)64)
+
+/* The filter's tags: where in an event a value sits. */
+enum {
+    E_ROOT = 0,
+    E_LEAF,  /* a field we read; whatever is inside is not ours */
+    E_ACTOR, /* Actor */
+    E_ATTRS, /* Actor.Attributes */
+};
 
 struct events_parser {
     struct json_stream *js;
     struct events_limits lim;
     events_cb cb;
     void *arg;
+    events_label_cb wanted;
+    void *wanted_arg;
     struct event_attr *attrs; /* reused by every event */
     size_t attrs_cap;
+    size_t others; /* labels kept in this event's Attributes, not wanted */
+    size_t filter_dropped;
     uint64_t count;
     uint64_t skipped;
+    uint64_t rejected;
+    int64_t last_time;
+    size_t js_base; /* stream offset of the current json stream's start */
+    size_t fed;     /* bytes of the stream so far */
+    int resync;     /* discarding up to the end of a rejected line */
     int failed;
     char err[200];
+    char rejection[200];
 };
 
 static const struct {
@@ -123,47 +143,116 @@ parse_int(const struct json_node *n, int *out)
     return 0;
 }
 
+/* The event's time in ns since the epoch, or 0 when it has none that is
+ * believable: a checkpoint is built from it, so negative values are
+ * refused and INT64_MAX too (the resume point is one past it). */
 static int64_t
 event_time(const struct json_node *root)
 {
     int64_t t;
 
     if (json_int64(json_get(root, "timeNano"), &t) == 0)
-        return t;
-    if (json_int64(json_get(root, "time"), &t) == 0 &&
-        t <= INT64_MAX / 1000000000 && t >= INT64_MIN / 1000000000)
+        return t > 0 && t < INT64_MAX ? t : 0;
+    if (json_int64(json_get(root, "time"), &t) == 0 && t > 0 &&
+        t < INT64_MAX / 1000000000)
         return t * 1000000000;
     return 0;
 }
 
+static int
+key_is(const char *key, size_t len, const char *want)
+{
+    return strlen(want) == len && memcmp(key, want, len) == 0;
+}
+
+/* The engine's own attributes, which are not labels. */
+static int
+meta_attr(const char *key, size_t len)
+{
+    return key_is(key, len, "name") || key_is(key, len, "image") ||
+           key_is(key, len, "exitCode");
+}
+
+static int
+filter(int tag, const char *key, size_t len, int cut, size_t index, void *arg)
+{
+    struct events_parser *p = arg;
+
+    (void)index;
+    if (key == NULL)
+        return JSON_SKIP; /* no array in an event is ours */
+    switch (tag) {
+    case E_ROOT:
+        if (key_is(key, len, "Type") || key_is(key, len, "Action") ||
+            key_is(key, len, "time") || key_is(key, len, "timeNano"))
+            return E_LEAF;
+        return key_is(key, len, "Actor") ? E_ACTOR : JSON_SKIP;
+    case E_ACTOR:
+        if (key_is(key, len, "ID"))
+            return E_LEAF;
+        if (!key_is(key, len, "Attributes"))
+            return JSON_SKIP;
+        p->others = 0;
+        p->filter_dropped = 0;
+        return E_ATTRS;
+    case E_ATTRS:
+        if (cut || len > LIMIT_LABEL_KEY) {
+            p->filter_dropped++;
+            return JSON_SKIP;
+        }
+        if (meta_attr(key, len) ||
+            (p->wanted != NULL && p->wanted(key, len, p->wanted_arg)))
+            return E_LEAF;
+        if (p->others < p->lim.max_attrs) {
+            p->others++;
+            return E_LEAF;
+        }
+        p->filter_dropped++;
+        return JSON_SKIP;
+    default:
+        return JSON_SKIP;
+    }
+}
+
 /* Fills ev->attrs from the Attributes object; -1 if out of memory. The
- * buffer grows to the largest event seen and is then reused. */
+ * buffer grows to the largest event seen and is then reused. Labels no
+ * policy names share LIMIT_LABEL_BYTES; past it they are dropped. */
 static int
 collect_attrs(struct events_parser *p, const struct json_node *obj,
               struct docker_event *ev)
 {
     const struct json_node *m;
     struct event_attr *a;
-    size_t i, cap;
+    size_t i, cap, bytes = 0, size;
 
     if (obj->count > p->attrs_cap) {
         cap = p->attrs_cap ? p->attrs_cap : 16;
         while (cap < obj->count)
             cap *= 2;
-        if (cap > p->lim.max_attrs)
-            cap = p->lim.max_attrs;
         a = realloc(p->attrs, cap * sizeof *a);
         if (a == NULL)
             return -1;
         p->attrs = a;
         p->attrs_cap = cap;
     }
+    ev->attrs_dropped = p->filter_dropped + obj->dropped;
     for (i = 0; i < obj->count; i++) {
         m = obj->items[i];
         if (plain_string(m) == NULL || !plain_key(m))
             continue; /* labels are strings; anything else is not ours */
+        if (!meta_attr(m->key, m->key_len) &&
+            (p->wanted == NULL ||
+             !p->wanted(m->key, m->key_len, p->wanted_arg))) {
+            size = m->key_len + m->len;
+            if (size > LIMIT_LABEL_BYTES - bytes) {
+                ev->attrs_dropped++;
+                continue;
+            }
+            bytes += size;
+        }
         p->attrs[ev->nattrs].key = m->key;
         p->attrs[ev->nattrs].value = m->str;
+        p->attrs[ev->nattrs].truncated = m->truncated != 0;
         ev->nattrs++;
     }
     ev->attrs = p->attrs;
@@ -195,6 +284,9 @@ on_object(struct json_node *root, void *arg)
     int rc = 0;
 
     memset(&ev, 0, sizeof ev);
+    ev.time_nano = event_time(root);
+    if (ev.time_nano > p->last_time)
+        p->last_time = ev.time_nano;
     type = plain_string(json_get(root, "Type"));
     ev.action_text = plain_string(json_get(root, "Action"));
     actor = json_get(root, "Actor");
@@ -208,14 +300,6 @@ on_object(struct json_node *root, void *arg)
     ev.id = id->str;
     attrs = json_get(actor, "Attributes");
     if (attrs != NULL && attrs->type == JSON_OBJECT) {
-        if (attrs->count > p->lim.max_attrs) {
-            set_error(p,
-                      "Actor.Attributes has more than %zu members "
-                      "at byte %zu",
-                      p->lim.max_attrs, root->offset);
-            rc = -1;
-            goto out;
-        }
         if (collect_attrs(p, attrs, &ev) != 0) {
             set_error(p, "out of memory at byte %zu", root->offset);
             rc = -1;
@@ -223,11 +307,14 @@ on_object(struct json_node *root, void *arg)
         }
         ev.name = plain_string(json_get(attrs, "name"));
         ev.image = plain_string(json_get(attrs, "image"));
+        ev.name_truncated =
+            ev.name != NULL && json_get(attrs, "name")->truncated;
+        ev.image_truncated =
+            ev.image != NULL && json_get(attrs, "image")->truncated;
         if (ev.action == EV_DIE &&
             parse_int(json_get(attrs, "exitCode"), &ev.exit_code) == 0)
             ev.has_exit_code = 1;
     }
-    ev.time_nano = event_time(root);
     p->count++;
     if (p->cb != NULL)
         p->cb(&ev, p->arg);
@@ -236,11 +323,33 @@ out:
     return rc;
 }
 
+/* A fresh JSON stream that starts at stream offset `at`. */
+static int
+open_json(struct events_parser *p, size_t at)
+{
+    struct json_limits jl;
+
+    json_stream_free(p->js);
+    memset(&jl, 0, sizeof jl);
+    jl.max_bytes = p->lim.max_event_bytes;
+    jl.max_depth = p->lim.max_depth;
+    jl.max_items =
+        p->lim.max_attrs > SIZE_MAX - FIELD_SLACK - LIMIT_POLICY_LABELS
+            ? SIZE_MAX
+            : p->lim.max_attrs + FIELD_SLACK + LIMIT_POLICY_LABELS;
+    jl.max_string = LIMIT_LABEL_VALUE;
+    p->js = json_stream_new(&jl, JSON_MULTIPLE | JSON_TRUNCATE, on_object, p);
+    if (p->js == NULL)
+        return -1;
+    json_stream_set_filter(p->js, filter, p);
+    p->js_base = at;
+    return 0;
+}
+
 struct events_parser *
 events_parser_new(const struct events_limits *limits, events_cb cb, void *arg)
 {
     struct events_parser *p = calloc(1, sizeof *p);
-    struct json_limits jl;
 
     if (p == NULL)
         return NULL;
@@ -251,24 +360,22 @@ events_parser_new(const struct events_limits *limits, events_cb cb, void *arg)
     if (p->lim.max_depth == 0)
         p->lim.max_depth = DEFAULT_DEPTH;
     if (p->lim.max_attrs == 0)
-        p->lim.max_attrs = DEFAULT_ATTRS;
+        p->lim.max_attrs = LIMIT_LABELS;
     p->cb = cb;
     p->arg = arg;
-
-    memset(&jl, 0, sizeof jl);
-    jl.max_bytes = p->lim.max_event_bytes;
-    jl.max_depth = p->lim.max_depth;
-    jl.max_items = p->lim.max_attrs > SIZE_MAX - FIELD_SLACK
-                       ? SIZE_MAX
-                       : p->lim.max_attrs + FIELD_SLACK;
-    /* The event size already bounds every string in it. */
-    jl.max_string = p->lim.max_event_bytes;
-    p->js = json_stream_new(&jl, JSON_MULTIPLE, on_object, p);
-    if (p->js == NULL) {
+    if (open_json(p, 0) != 0) {
         free(p);
         return NULL;
     }
     return p;
+}
+
+void
+events_parser_set_labels(struct events_parser *p, events_label_cb wanted,
+                         void *arg)
+{
+    p->wanted = wanted;
+    p->wanted_arg = arg;
 }
 
 void
@@ -281,17 +388,91 @@ events_parser_free(struct events_parser *p)
     free(p);
 }
 
+/*
+ * The JSON stream failed on this chunk (buf[0] at stream offset `at`):
+ * count the object as rejected and return where to resume in `buf`, just
+ * past the first newline after the bad object's start, or `len` with
+ * p->resync set when that newline is still to come.
+ */
+static size_t
+reject(struct events_parser *p, const char *buf, size_t len, size_t at)
+{
+    size_t doc = p->js_base + json_stream_error_doc_start(p->js), from;
+    const char *nl;
+
+    p->rejected++;
+    snprintf(p->rejection, sizeof p->rejection, "%s at byte %zu",
+             json_stream_error(p->js),
+             p->js_base + json_stream_error_offset(p->js));
+    from = doc > at ? doc - at : 0;
+    if (from > len)
+        from = len;
+    nl = memchr(buf + from, '\n', len - from);
+    if (nl == NULL) {
+        p->resync = 1;
+        return len;
+    }
+    return (size_t)(nl - buf) + 1;
+}
+
 int
 events_parser_feed(struct events_parser *p, const char *buf, size_t len)
 {
+    size_t at, k;
+    const char *nl;
+
     if (p->failed)
         return -1;
-    if (json_stream_feed(p->js, buf, len) == 0)
-        return 0;
-    /* Unless on_object() stopped the stream with its own reason. */
-    set_error(p, "%s at byte %zu", json_stream_error(p->js),
-              json_stream_error_offset(p->js));
+    while (len > 0) {
+        at = p->fed;
+        if (p->resync) {
+            nl = memchr(buf, '\n', len);
+            k = nl != NULL ? (size_t)(nl - buf) + 1 : len;
+            p->fed += k;
+            buf += k;
+            len -= k;
+            if (nl == NULL)
+                return 0;
+            p->resync = 0;
+            if (open_json(p, p->fed) != 0)
+                goto oom;
+            continue;
+        }
+        if (json_stream_feed(p->js, buf, len) == 0) {
+            p->fed += len;
+            return 0;
+        }
+        if (p->failed)
+            return -1; /* on_object() stopped it with its own reason */
+        k = reject(p, buf, len, at);
+        p->fed += k;
+        buf += k;
+        len -= k;
+        if (!p->resync && open_json(p, p->fed) != 0)
+            goto oom;
+    }
+    return 0;
+oom:
+    set_error(p, "out of memory at byte %zu", p->fed);
     return -1;
+}
+
+uint64_t
+events_parser_rejected(const struct events_parser *p)
+{
+    return p->rejected;
+}
+
+const char *
+events_parser_last_rejection(const struct events_parser *p)
+{
+    return p->rejected > 0 ? p->rejection : NULL;
+}
+
+int64_t
+events_parser_last_time(const struct events_parser *p)
+{
+    return p->last_time;
 }
 
 const char *
@@ -315,5 +496,5 @@ events_parser_skipped(const struct events_parser *p)
 size_t
 events_parser_pending(const struct events_parser *p)
 {
-    return json_stream_pending(p->js);
+    return p->js != NULL && !p->resync ? json_stream_pending(p->js) : 0;
 }

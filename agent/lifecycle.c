@@ -83,7 +83,7 @@ reset_exit(struct lc *c)
     c->inspect_failures = 0;
     c->delete_failures = 0;
     c->delete_attempts = 0;
-    c->anomalies = 0;
+    c->anomalies &= LC_AN_STICKY;
     c->removed = false;
     c->removed_by_us = false;
     c->cleanup_ms = 0;
@@ -788,6 +788,10 @@ lc_init(struct lc *c, const struct lc_params *p)
     c->p = *p;
     c->state = LC_RUNNING;
     c->task_deleted = p->containerd ? 0 : -1;
+    if (p->labels_truncated)
+        c->anomalies |= LC_AN_LABELS_TRUNCATED;
+    if (p->metadata_truncated)
+        c->anomalies |= LC_AN_METADATA_TRUNCATED;
 }
 
 void
@@ -1040,6 +1044,10 @@ lc_anomaly_name(enum lc_anomaly a)
         return "task_delete_timeout";
     case LC_AN_TASK_REAPED:
         return "task_reaped";
+    case LC_AN_LABELS_TRUNCATED:
+        return "labels_truncated";
+    case LC_AN_METADATA_TRUNCATED:
+        return "metadata_truncated";
     default:
         return NULL;
     }

@@ -50,6 +50,7 @@ enum lc_source {
 };
 
 /* Anomalies are flags; they end up in the report's "anomalies" array. */
+#define LC_AN_STICKY (LC_AN_LABELS_TRUNCATED | LC_AN_METADATA_TRUNCATED)
 enum lc_anomaly {
     LC_AN_EXIT_CODE_MISMATCH = 1u << 0, /* die event code != true code */
     LC_AN_CLEANUP_SLOW = 1u << 1,       /* warn_after_ms passed */
@@ -58,6 +59,10 @@ enum lc_anomaly {
     LC_AN_EXIT_UNKNOWN = 1u << 4, /* gone before its exit code was seen */
     LC_AN_TASK_DELETE_TIMEOUT = 1u << 5,
     LC_AN_TASK_REAPED = 1u << 6,
+    /* Properties of the container, not of one exit: they outlive a
+     * restart (see LC_AN_STICKY). Set by lc_init from lc_params. */
+    LC_AN_LABELS_TRUNCATED = 1u << 7,   /* labels dropped or cut */
+    LC_AN_METADATA_TRUNCATED = 1u << 8, /* name or image cut */
 };
 
 /* What the engine said of the container's state (inspect or list). */
@@ -131,6 +136,10 @@ struct lc_params {
     int64_t retry_max_ms;
     bool containerd;        /* the containerd channel is on */
     bool reap_leaked_tasks; /* delete a task the engine leaked */
+    /* What reapd kept of the container's labels, name or image is less
+     * than the engine holds (docs/limits.md): said in every report. */
+    bool labels_truncated;
+    bool metadata_truncated;
 };
 
 struct lc {

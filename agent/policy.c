@@ -68,6 +68,25 @@ policy_match(const struct policy_set *set, const char *name, const char *image,
     return NULL;
 }
 
+bool
+policy_set_names_label(const struct policy_set *set, const char *key,
+                       size_t len)
+{
+    size_t i, j;
+
+    if (set == NULL)
+        return false;
+    for (i = 0; i < set->count; i++) {
+        const struct policy *p = &set->items[i];
+
+        for (j = 0; j < p->nmatch_labels; j++)
+            if (strlen(p->match_labels[j].key) == len &&
+                memcmp(p->match_labels[j].key, key, len) == 0)
+                return true;
+    }
+    return false;
+}
+
 enum policy_action
 policy_decide(const struct policy_set *set, const char *name,
               const char *image, const struct label *labels, size_t nlabels,

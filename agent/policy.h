@@ -56,6 +56,12 @@ enum policy_action policy_decide(const struct policy_set *set,
                                  const struct label *labels, size_t nlabels,
                                  const struct policy **matched);
 
+/* Does some policy of `set` match on label `key` (`len` bytes, not
+ * NUL-terminated)? Such labels are kept whatever the input limits, so a
+ * policy is never decided on a label that was dropped. */
+bool policy_set_names_label(const struct policy_set *set, const char *key,
+                            size_t len);
+
 const char *policy_action_name(enum policy_action a);
 /* "remove" | "keep" | "ignore" -> 0; else -1. */
 int policy_action_parse(const char *s, enum policy_action *out);

@@ -55,6 +55,9 @@ struct rec {
     size_t nlabels;
     char *policy; /* name of the policy that matched, or "default" */
     bool force, volumes, report_on;
+    /* The metadata is known (from an event, a list or the store), and
+     * whether it is less than the engine holds (docs/limits.md). */
+    bool meta_known, labels_cut, meta_cut;
 
     struct lc lc;
     char *started_at;
@@ -389,12 +392,13 @@ set_str(char **dst, const char *src)
 /*
  * Copies name, image and labels into one block: the label array, then the
  * strings. The arguments may point into the record's current block (a
- * rename): it is freed only after the copy. Returns 0 or -1 (out of
- * memory; the old values stay).
+ * rename): it is freed only after the copy. `labels_cut` and `meta_cut`
+ * say that labels, or the name or image, are less than the engine holds.
+ * Returns 0 or -1 (out of memory; the old values and flags stay).
  */
 static int
 set_meta(struct rec *c, const char *name, const char *image,
-         const struct label *labels, size_t n)
+         const struct label *labels, size_t n, bool labels_cut, bool meta_cut)
 {
     size_t i, size = n * sizeof(struct label);
     struct label *copy;
@@ -421,7 +425,18 @@ set_meta(struct rec *c, const char *name, const char *image,
     c->nlabels = n;
     c->name = (char *)name;
     c->image = (char *)image;
+    c->meta_known = true;
+    c->labels_cut = labels_cut;
+    c->meta_cut = meta_cut;
     return 0;
+}
+
+static int
+meta_from_list(struct rec *c, const struct docker_container *dc)
+{
+    return set_meta(c, dc->name, dc->image, dc->labels, dc->nlabels,
+                    dc->labels_truncated,
+                    dc->name_truncated || dc->image_truncated);
 }
 
 /* ---- slots ------------------------------------------------------------ */
@@ -1034,7 +1049,9 @@ load_records(struct reaper *r)
             continue;
         }
         m = record_meta(rec);
-        if (set_meta(c, m->name, m->image, m->labels, m->nlabels) != 0)
+        /* Truncation, if any, is in the record's lifecycle anomalies. */
+        if (set_meta(c, m->name, m->image, m->labels, m->nlabels, false,
+                     false) != 0)
             log_error(c->id, "out of memory copying labels");
         c->kind = R_MANAGED;
         c->policy = strdup(m->policy != NULL ? m->policy : "default");
@@ -1422,7 +1439,11 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     struct lc_obs *pend = c->pend, o;
     size_t npend = c->npend, i;
 
-    a = policy_decide(&cfg->policies, c->name, c->image, c->labels, c->nlabels,
+    /* A glob must not match a prefix: a truncated name or image counts as
+     * absent. A truncated label value cannot equal a policy value, and a
+     * label a policy names is never dropped (bounds.h). */
+    a = policy_decide(&cfg->policies, c->meta_cut ? NULL : c->name,
+                      c->meta_cut ? NULL : c->image, c->labels, c->nlabels,
                       &p);
     c->pend = NULL;
     c->npend = 0;
@@ -1447,6 +1468,8 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     lp.retry_max_ms = cfg->delete_retry_max_ms;
     lp.containerd = r->ctrd != NULL;
     lp.reap_leaked_tasks = p != NULL ? p->reap_leaked_tasks : true;
+    lp.labels_truncated = c->labels_cut;
+    lp.metadata_truncated = c->meta_cut;
     lc_init(&c->lc, &lp);
     log_info(c->id, "tracking %s (image %s) under policy \"%s\": %s",
              c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
@@ -1469,6 +1492,27 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
 }
 
 static void meta_fetch(struct rec *c);
+static void on_meta_step(evutil_socket_t fd, short what, void *arg);
+
+/*
+ * Decides on a list answer. Never on partial data: when its labels
+ * cannot be copied (out of memory) the container stays undecided and is
+ * listed again after a backoff.
+ */
+static void
+decide_listed(struct rec *c, const struct docker_container *dc)
+{
+    if (meta_from_list(c, dc) != 0) {
+        c->kind = R_DISCOVERING;
+        c->meta_failures++;
+        log_error(c->id, "out of memory copying labels; deciding later");
+        arm(c, &c->step, on_meta_step,
+            backoff_delay_ms(c->meta_failures, 250, 10000,
+                             backoff_rand(&c->r->rnd)));
+        return;
+    }
+    decide(c, true, &dc->state);
+}
 
 static void
 on_meta_step(evutil_socket_t fd, short what, void *arg)
@@ -1497,14 +1541,17 @@ on_meta(enum docker_status st, const struct docker_container *cs, size_t n,
     }
     for (i = 0; i < n; i++) {
         if (strcmp(cs[i].id, c->id) == 0) {
-            if (set_meta(c, cs[i].name, cs[i].image, cs[i].labels,
-                         cs[i].nlabels) != 0)
-                log_error(c->id, "out of memory copying labels");
-            decide(c, true, &cs[i].state);
+            decide_listed(c, &cs[i]);
             return;
         }
     }
-    /* Gone already: decide on what its events said. */
+    /* Gone already: decide on what its events said, if they said it. */
+    if (!c->meta_known) {
+        log_error(c->id, "gone before its labels could be kept (out of "
+                         "memory): no policy can be decided for it");
+        forget(c);
+        return;
+    }
     decide(c, false, NULL);
 }
 
@@ -1528,22 +1575,32 @@ is_meta_attr(const char *k)
 }
 
 /* Until list answers, the event's attributes are the best guess of the
- * labels (the engine merges labels with a few fields of its own). */
+ * labels (the engine merges labels with a few fields of its own). The
+ * events parser has bounded them already (bounds.h). */
 static void
 meta_from_event(struct rec *c, const struct docker_event *ev)
 {
-    struct label labels[64];
+    struct label *labels;
     size_t i, n = 0;
+    bool cut = ev->attrs_dropped > 0;
 
-    for (i = 0; i < ev->nattrs && n < 64; i++) {
+    labels = calloc(ev->nattrs ? ev->nattrs : 1, sizeof(*labels));
+    if (labels == NULL) {
+        log_error(c->id, "out of memory copying labels");
+        return;
+    }
+    for (i = 0; i < ev->nattrs; i++) {
         if (is_meta_attr(ev->attrs[i].key))
             continue;
         labels[n].key = (char *)ev->attrs[i].key;
         labels[n].value = (char *)ev->attrs[i].value;
+        cut = cut || ev->attrs[i].truncated;
         n++;
     }
-    if (set_meta(c, ev->name, ev->image, labels, n) != 0)
+    if (set_meta(c, ev->name, ev->image, labels, n, cut,
+                 ev->name_truncated || ev->image_truncated) != 0)
         log_error(c->id, "out of memory copying labels");
+    free(labels);
 }
 
 static void
@@ -1618,7 +1675,8 @@ on_event(const struct docker_event *ev, void *arg)
         return;
     }
     if (ev->action == EV_RENAME && ev->name != NULL &&
-        set_meta(c, ev->name, c->image, c->labels, c->nlabels) != 0)
+        set_meta(c, ev->name, c->image, c->labels, c->nlabels, c->labels_cut,
+                 c->meta_cut || ev->name_truncated) != 0)
         log_error(c->id, "out of memory copying its new name");
     if (ev->action == EV_DIE)
         c->die_nano = ev->time_nano;
@@ -1678,10 +1736,7 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
             c = rec_new(r, cs[i].id);
             if (c == NULL)
                 continue;
-            if (set_meta(c, cs[i].name, cs[i].image, cs[i].labels,
-                         cs[i].nlabels) != 0)
-                log_error(c->id, "out of memory copying labels");
-            decide(c, true, &cs[i].state);
+            decide_listed(c, &cs[i]);
             continue;
         }
         c->born_relist = gen + 1; /* listed: not absent */
@@ -1689,10 +1744,7 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
             docker_cancel(c->meta_req);
             c->meta_req = NULL;
             disarm(c->step);
-            if (set_meta(c, cs[i].name, cs[i].image, cs[i].labels,
-                         cs[i].nlabels) != 0)
-                log_error(c->id, "out of memory copying labels");
-            decide(c, true, &cs[i].state);
+            decide_listed(c, &cs[i]);
         } else if (c->kind == R_MANAGED) {
             memset(&o, 0, sizeof(o));
             o.kind = OBS_FOUND;
@@ -2104,6 +2156,16 @@ on_ctrd_lost(const char *why, uint64_t retry_ms, void *arg)
 
 /* ---- public ----------------------------------------------------------- */
 
+/* The labels the current policies name: kept whatever the input limits. */
+static bool
+wanted_label(const char *key, size_t len, void *arg)
+{
+    const struct reaper *r = arg;
+
+    return r->cfg != NULL &&
+           policy_set_names_label(&r->cfg->policies, key, len);
+}
+
 struct reaper *
 reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
            struct report_log *rl)
@@ -2132,6 +2194,8 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
         reaper_free(r);
         return NULL;
     }
+    if (d != NULL)
+        docker_set_labels(d, wanted_label, r);
     return r;
 }
 
@@ -2142,6 +2206,8 @@ reaper_free(struct reaper *r)
 
     if (r == NULL)
         return;
+    if (r->d != NULL)
+        docker_set_labels(r->d, NULL, NULL);
     docker_cancel(r->relist_req);
     ctrd_cancel(r->task_list_req);
     while (r->leaks != NULL)

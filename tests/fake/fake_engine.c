@@ -27,7 +27,8 @@ struct fcont {
     int used;
     char id[65];
     char name[64];
-    char labels[512]; /* JSON object text */
+    char *labels; /* JSON object text, owned */
+    char *bulk;   /* extra members of any size (Env, Cmd...), or NULL */
     char state[16];
     int exit_code;
     int finished;
@@ -103,19 +104,23 @@ static void
 emit(struct fake_engine *fe, struct fcont *c, const char *action,
      const char *extra_attr)
 {
-    char line[2048], inner[512];
-    size_t n = strlen(c->labels);
+    size_t n = strlen(c->labels), size = 2 * n + 1024;
+    char *line, *inner;
     long long nano = ++fe->clock;
 
     if (fe->drop)
         return;
+    line = malloc(size);
+    inner = malloc(n + 1);
+    if (line == NULL || inner == NULL)
+        abort();
     /* The labels object without its braces, merged into Attributes the
      * way the engine does it. */
     inner[0] = '\0';
     if (n >= 2 && c->labels[0] == '{') {
-        snprintf(inner, sizeof(inner), "%.*s", (int)(n - 2), c->labels + 1);
+        snprintf(inner, n + 1, "%.*s", (int)(n - 2), c->labels + 1);
     }
-    snprintf(line, sizeof(line),
+    snprintf(line, size,
              "{\"status\":\"%s\",\"id\":\"%s\",\"from\":\"img:1\","
              "\"Type\":\"container\",\"Action\":\"%s\",\"Actor\":{\"ID\":"
              "\"%s\",\"Attributes\":{%s%s\"image\":\"img:1\",\"name\":"
@@ -124,12 +129,14 @@ emit(struct fake_engine *fe, struct fcont *c, const char *action,
              action, c->id, action, c->id, extra_attr ? extra_attr : "",
              extra_attr ? "," : "", c->name, inner[0] ? "," : "", inner,
              nano / 1000000000, nano);
+    free(inner);
     if (fe->nev < MAX_EVENTS) {
         fe->ev[fe->nev].nano = nano;
         fe->ev[fe->nev].line = strdup(line);
         fe->nev++;
     }
     stream_send(fe, line);
+    free(line);
 }
 
 static void
@@ -149,30 +156,40 @@ reply_inspect(struct fake_engine *fe, struct evhttp_request *req,
               const char *id)
 {
     struct fcont *c = find(fe, id);
-    char body[2048];
+    const char *bulk;
+    char *body;
+    size_t size;
 
     if (c == NULL) {
-        snprintf(body, sizeof(body), "{\"message\":\"No such container: %s\"}",
+        char msg[256];
+
+        snprintf(msg, sizeof(msg), "{\"message\":\"No such container: %s\"}",
                  id);
-        reply(req, 404, body);
+        reply(req, 404, msg);
         return;
     }
-    snprintf(body, sizeof(body),
-             "{\"Id\":\"%s\",\"Name\":\"/%s\",\"RestartCount\":0,"
+    bulk = c->bulk != NULL ? c->bulk : "\"Path\":\"sh\"";
+    size = strlen(c->labels) + 2 * strlen(bulk) + 2048;
+    body = malloc(size);
+    if (body == NULL)
+        abort();
+    snprintf(body, size,
+             "{\"Id\":\"%s\",\"Name\":\"/%s\",\"RestartCount\":0,%s,"
              "\"State\":{\"Status\":\"%s\",\"Running\":%s,\"Paused\":false,"
              "\"Restarting\":%s,\"OOMKilled\":false,\"Dead\":false,"
              "\"Pid\":0,\"ExitCode\":%d,\"Error\":\"\","
              "\"StartedAt\":\"2026-12-02T10:00:00.000000000Z\","
              "\"FinishedAt\":\"%s\"},"
-             "\"Config\":{\"Image\":\"img:1\",\"Labels\":%s}}",
-             c->id, c->name, c->state,
+             "\"Config\":{\"Image\":\"img:1\",%s,\"Labels\":%s}}",
+             c->id, c->name, bulk, c->state,
              strcmp(c->state, "running") == 0 ? "true" : "false",
              strcmp(c->state, "restarting") == 0 ? "true" : "false",
              c->exit_code,
              c->finished ? "2026-12-02T10:00:01.000000000Z"
                          : "0001-01-01T00:00:00Z",
-             c->labels);
+             bulk, c->labels);
     reply(req, 200, body);
+    free(body);
 }
 
 static void
@@ -190,9 +207,13 @@ reply_list(struct fake_engine *fe, struct evhttp_request *req,
             continue;
         evbuffer_add_printf(b,
                             "%s{\"Id\":\"%s\",\"Names\":[\"/%s\"],\"Image\":"
-                            "\"img:1\",\"Labels\":%s,\"State\":\"%s\","
-                            "\"Status\":\"whatever\"}",
-                            first ? "" : ",", c->id, c->name, c->labels,
+                            "\"img:1\",",
+                            first ? "" : ",", c->id, c->name);
+        if (c->bulk != NULL)
+            evbuffer_add_printf(b, "%s,", c->bulk);
+        evbuffer_add(b, "\"Labels\":", 9);
+        evbuffer_add(b, c->labels, strlen(c->labels));
+        evbuffer_add_printf(b, ",\"State\":\"%s\",\"Status\":\"whatever\"}",
                             c->state);
         first = 0;
     }
@@ -492,6 +513,10 @@ fake_engine_free(struct fake_engine *fe)
         evhttp_free(fe->http);
     for (i = 0; i < fe->nev; i++)
         free(fe->ev[i].line);
+    for (i = 0; i < MAX_CONTAINERS; i++) {
+        free(fe->c[i].labels);
+        free(fe->c[i].bulk);
+    }
     unlink(fe->path);
     free(fe);
 }
@@ -507,12 +532,15 @@ fake_engine_add(struct fake_engine *fe, const char *id, const char *name,
 
         if (c->used)
             continue;
+        free(c->labels);
+        free(c->bulk);
         memset(c, 0, sizeof(*c));
         c->used = 1;
         snprintf(c->id, sizeof(c->id), "%s", id);
         snprintf(c->name, sizeof(c->name), "%s", name);
-        snprintf(c->labels, sizeof(c->labels), "%s",
-                 labels_json ? labels_json : "{}");
+        c->labels = strdup(labels_json ? labels_json : "{}");
+        if (c->labels == NULL)
+            abort();
         snprintf(c->state, sizeof(c->state), "%s", state ? state : "running");
         /* An engine that shows a container exited also knows when. */
         c->finished = state != NULL && (strcmp(state, "exited") == 0 ||
@@ -635,4 +663,18 @@ fake_engine_open_streams(const struct fake_engine *fe)
     for (i = 0; i < MAX_STREAMS; i++)
         n += fe->streams[i] != NULL;
     return n;
+}
+
+void
+fake_engine_set_bulk(struct fake_engine *fe, const char *id,
+                     const char *members)
+{
+    struct fcont *c = find(fe, id);
+
+    if (c == NULL)
+        return;
+    free(c->bulk);
+    c->bulk = members != NULL ? strdup(members) : NULL;
+    if (members != NULL && c->bulk == NULL)
+        abort();
 }

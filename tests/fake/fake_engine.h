@@ -34,6 +34,12 @@ void fake_engine_free(struct fake_engine *fe);
 void fake_engine_add(struct fake_engine *fe, const char *id, const char *name,
                      const char *labels_json, const char *state, int emit);
 
+/* Adds JSON object members (text like "\"Env\":[...]") of any size to
+ * the container's inspect answer (at the top and in Config) and to its
+ * list entry, as the engine's Env, Cmd or Command would be; NULL: none. */
+void fake_engine_set_bulk(struct fake_engine *fe, const char *id,
+                          const char *members);
+
 /* The container exits with `code`; its die event says `die_code` (pass
  * the same value for an honest engine). Sets FinishedAt. */
 void fake_engine_exit(struct fake_engine *fe, const char *id, int code,

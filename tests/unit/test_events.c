@@ -87,7 +87,10 @@ record_cb(const struct docker_event *ev, void *arg)
     sb_printf(&r->log, " name=%s image=%s", ev->name ? ev->name : "-",
               ev->image ? ev->image : "-");
     for (i = 0; i < ev->nattrs; i++)
-        sb_printf(&r->log, " [%s=%s]", ev->attrs[i].key, ev->attrs[i].value);
+        sb_printf(&r->log, " [%s=%s%s]", ev->attrs[i].key, ev->attrs[i].value,
+                  ev->attrs[i].truncated ? "~" : "");
+    if (ev->attrs_dropped > 0)
+        sb_printf(&r->log, " dropped=%zu", ev->attrs_dropped);
     sb_printf(&r->log, "\n");
     if (r->nseen == MAX_SEEN)
         return;
@@ -129,6 +132,10 @@ run(const char *text, size_t len, size_t chunk,
               (unsigned long long)events_parser_count(p),
               (unsigned long long)events_parser_skipped(p),
               events_parser_pending(p));
+    if (events_parser_rejected(p) > 0)
+        sb_printf(&r.log, " rejected=%llu '%s'",
+                  (unsigned long long)events_parser_rejected(p),
+                  events_parser_last_rejection(p));
     if (rc != 0)
         sb_printf(&r.log, " error '%s'", events_parser_error(p));
     else
@@ -500,57 +507,78 @@ static void
 test_attributes_limit(void **state)
 {
     struct events_limits lim = {.max_attrs = 4};
-    const char *four =
-        EVENT("container", "die", ID,
-              "\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\"", "");
     const char *five =
         EVENT("container", "die", ID,
-              "\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":5", "");
-    char *text, *r;
-    struct events_parser *p;
+              "\"a\":\"1\",\"b\":\"2\",\"c\":\"3\",\"d\":\"4\",\"e\":\"5\","
+              "\"name\":\"n\",\"x\":6",
+              "");
+    char *r;
+
+    (void)state;
+    /* Labels past the limit are dropped and counted, the engine's own
+     * attributes kept; nothing fails and the next event is read. */
+    r = run_all_chunks(five, &lim, NULL);
+    expect_tail(r, "name=n image=- [a=1] [b=2] [c=3] [d=4] [name=n] "
+                   "dropped=2\ncount=1 skipped=0 pending=0");
+    free(r);
+}
+
+static bool
+wants_managed(const char *key, size_t len, void *arg)
+{
+    (void)arg;
+    return len == 13 && memcmp(key, "reapd.managed", 13) == 0;
+}
+
+/* Thousands of labels and values of hundreds of KB: the event is read,
+ * what a policy names is kept whatever its place, the rest is bounded. */
+static void
+test_huge_event(void **state)
+{
+    struct sbuf b;
     struct record rec;
+    struct events_parser *p;
+    size_t i, kept_bytes = 0;
+    char *big = malloc(300 * 1024 + 1);
 
-    r = run_all_chunks(four, &lim, NULL);
-    expect_tail(r, "count=1 skipped=0 pending=0");
-    free(r);
-    /* Non-string members count too: the bound is on the object. */
-    text = malloc(strlen(four) + strlen(five) + 1);
-    assert_non_null(text);
-    strcpy(text, four);
-    strcat(text, five);
-    r = run_all_chunks(text, &lim, NULL);
-    expect_tail(r, "count=1 skipped=0 pending=0 error 'Actor.Attributes has "
-                   "more than 4 members at byte 181'");
-    free(r);
-    free(text);
-
-    /* Sticky: a good event afterwards is refused too. */
+    (void)state;
+    assert_non_null(big);
+    memset(big, 'v', 300 * 1024);
+    big[300 * 1024] = '\0';
+    memset(&b, 0, sizeof b);
+    sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                  "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
+    for (i = 0; i < 5000; i++)
+        sb_printf(&b, ",\"label%zu\":\"%s\"", i, i < 3 ? big : "x");
+    sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
+    sb_printf(&b, "%s", EVENT("container", "destroy", ID, "", ""));
     memset(&rec, 0, sizeof rec);
-    p = events_parser_new(&lim, record_cb, &rec);
+    p = events_parser_new(NULL, record_cb, &rec);
     assert_non_null(p);
-    assert_int_equal(events_parser_feed(p, five, strlen(five)), -1);
-    assert_int_equal(events_parser_feed(p, four, strlen(four)), -1);
-    assert_int_equal(events_parser_count(p), 0);
-    assert_non_null(strstr(events_parser_error(p), "more than 4 members"));
+    events_parser_set_labels(p, wants_managed, NULL);
+    for (i = 0; i < b.len; i += 4096)
+        assert_int_equal(events_parser_feed(
+                             p, b.p + i, b.len - i < 4096 ? b.len - i : 4096),
+                         0);
+    assert_int_equal(events_parser_count(p), 2);
+    assert_int_equal(events_parser_rejected(p), 0);
+    assert_true(rec.seen[0].has_exit_code);
+    assert_int_equal(rec.seen[0].exit_code, 3);
+    assert_int_equal(rec.seen[0].time_nano, 5);
+    /* The policy's label survives although it is number 5001. */
+    assert_non_null(strstr(rec.log.p, " [reapd.managed=true]"));
+    /* Values are cut to LIMIT_LABEL_VALUE and flagged. */
+    assert_non_null(strstr(rec.log.p, " [label0=vvvv"));
+    assert_non_null(strstr(rec.log.p, "v~] [label1="));
+    /* 256 labels kept (all within LIMIT_LABEL_BYTES), exitCode and
+     * reapd.managed too: 5002 attributes less 258. */
+    assert_non_null(strstr(rec.log.p, "dropped=4744\n"));
+    (void)kept_bytes;
+    assert_int_equal(rec.seen[0].nattrs, 258);
     events_parser_free(p);
     free(rec.log.p);
-
-    /* Far beyond: the JSON layer stops it before the tree grows. */
-    {
-        char big[4096];
-        size_t i, n = 0;
-
-        n += (size_t)snprintf(big + n, sizeof big - n,
-                              "{\"Type\":\"container\",\"Action\":\"die\","
-                              "\"Actor\":{\"ID\":\"" ID "\",\"Attributes\":{");
-        for (i = 0; i < 100; i++)
-            n += (size_t)snprintf(big + n, sizeof big - n, "%s\"k%zu\":\"v\"",
-                                  i ? "," : "", i);
-        snprintf(big + n, sizeof big - n, "}}}\n");
-        r = run(big, strlen(big), 0, &lim, NULL);
-        expect_tail(r, "error 'object has more than 68 members at byte 800'");
-        free(r);
-    }
+    free(b.p);
+    free(big);
 }
 
 /* "été" with the escapes cut at every possible place. */
@@ -617,7 +645,7 @@ test_time_fallback(void **state)
     assert_true(rec.seen[4].time_nano == 0);
     assert_true(rec.seen[5].time_nano == 0);
     assert_true(rec.seen[6].time_nano == 0); /* would overflow */
-    assert_true(rec.seen[7].time_nano == INT64_C(-2000000000));
+    assert_true(rec.seen[7].time_nano == 0); /* before 1970: no time */
     free(r);
     free(text);
 }
@@ -668,19 +696,24 @@ test_malformed(void **state)
     struct events_parser *p;
     char *r = run_all_chunks(text, NULL, NULL);
 
-    /* The second ',' (offset 172) is where it breaks. */
-    expect_tail(r, "count=1 skipped=0 pending=0 error 'parse error: invalid "
-                   "object key (must be a string) at byte 173'");
+    /* The second ',' (offset 172) is where it breaks; the line is stepped
+     * over and the event after it is read. */
+    expect_tail(r, "count=2 skipped=0 pending=0 rejected=1 'parse error: "
+                   "invalid object key (must be a string) at byte 173'");
     free(r);
     free(text);
     p = events_parser_new(NULL, NULL, NULL);
     assert_non_null(p);
+    assert_null(events_parser_last_rejection(p));
+    /* Garbage without a newline: everything up to the next one goes. */
+    assert_int_equal(events_parser_feed(p, "]", 1), 0);
+    assert_int_equal(events_parser_rejected(p), 1);
+    assert_null(strchr(events_parser_last_rejection(p), '\n'));
+    assert_int_equal(events_parser_feed(p, "{}", 2), 0);
+    assert_int_equal(events_parser_feed(p, "x\n{}", 4), 0);
+    assert_int_equal(events_parser_skipped(p), 1);
+    assert_int_equal(events_parser_rejected(p), 1);
     assert_null(events_parser_error(p));
-    assert_int_equal(events_parser_feed(p, "]", 1), -1);
-    assert_non_null(events_parser_error(p));
-    assert_null(strchr(events_parser_error(p), '\n'));
-    assert_int_equal(events_parser_feed(p, "{}", 2), -1);
-    assert_int_equal(events_parser_skipped(p), 0);
     events_parser_free(p);
 }
 
@@ -692,10 +725,11 @@ test_event_limits(void **state)
     struct events_limits shallow = {.max_depth = 3};
     char *r;
 
-    /* The die line is the longest: 381 bytes. */
+    /* The die line is the longest: 381 bytes. Over the limit, an event
+     * is rejected and the ones after it still read. */
     r = run_all_chunks(text, &small, NULL);
-    assert_non_null(strstr(r, "count=0 skipped=0 pending="));
-    assert_non_null(strstr(r, "error 'document exceeds 300 bytes at byte"));
+    assert_non_null(strstr(r, "count=0 skipped=0 pending=0 rejected=7 "
+                              "'document exceeds 300 bytes at byte"));
     free(r);
     small.max_event_bytes = 381;
     r = run_all_chunks(text, &small, NULL);
@@ -703,8 +737,8 @@ test_event_limits(void **state)
     free(r);
     small.max_event_bytes = 380;
     r = run_all_chunks(text, &small, NULL);
-    assert_non_null(strstr(r, "count=3 skipped=1"));
-    assert_non_null(strstr(r, "document exceeds 380 bytes"));
+    assert_non_null(strstr(r, "count=4 skipped=2 pending=0 rejected=1 "
+                              "'document exceeds 380 bytes"));
     free(r);
     /* Attributes sit at depth 3; one more level is refused. */
     r = run_all_chunks(text, &shallow, NULL);
@@ -713,42 +747,81 @@ test_event_limits(void **state)
     r = run_all_chunks(
         EVENT("container", "die", ID, "\"x\":{\"y\":\"z\"}", ""), &shallow,
         NULL);
-    assert_non_null(strstr(r, "error 'nesting deeper than 3 at byte"));
+    assert_non_null(strstr(r, "rejected=1 'nesting deeper than 3 at byte"));
     free(r);
-    /* Defaults: 256 KiB per event, depth 8. */
+    /* Defaults: 64 MiB per event, depth 8. */
     r = run_all_chunks("[[[[[[[[1]]]]]]]]", NULL, NULL);
     expect_tail(r, "count=0 skipped=1 pending=0");
     free(r);
     r = run_all_chunks("[[[[[[[[[1]]]]]]]]]", NULL, NULL);
-    assert_non_null(strstr(r, "nesting deeper than 8"));
+    assert_non_null(strstr(r, "rejected=1 'nesting deeper than 8"));
     free(r);
     free(text);
 }
 
+/* A value of any size costs LIMIT_LABEL_VALUE; only an event bigger than
+ * max_event_bytes as sent is rejected, and the stream goes on. */
 static void
 test_default_size_limit(void **state)
 {
     static const char head[] = "{\"Type\":\"container\",\"Action\":\"start\","
                                "\"Actor\":{\"ID\":\"" ID "\"},\"pad\":\"";
-    size_t n = 256 * 1024, fill = n - (sizeof head - 1) - 2, i;
-    char *text = malloc(n + 2);
+    size_t n = 1024 * 1024, fill = n - (sizeof head - 1) - 3, i;
+    char *text = malloc(n + 1);
+    struct events_limits lim = {.max_event_bytes = n - 2};
+    const char *small = EVENT("container", "die", ID, "", "");
     struct events_parser *p;
 
+    (void)state;
     assert_non_null(text);
     memcpy(text, head, sizeof head - 1);
     for (i = 0; i < fill; i++)
         text[sizeof head - 1 + i] = 'x';
-    memcpy(text + n - 2, "\"}", 3);
+    memcpy(text + n - 3, "\"}\n", 4);
     p = events_parser_new(NULL, NULL, NULL);
     assert_int_equal(events_parser_feed(p, text, n), 0);
     assert_int_equal(events_parser_count(p), 1);
     events_parser_free(p);
-    text[n - 2] = 'x';
-    memcpy(text + n - 1, "\"}", 3);
-    p = events_parser_new(NULL, NULL, NULL);
-    assert_int_equal(events_parser_feed(p, text, n + 1), -1);
-    assert_non_null(strstr(events_parser_error(p), "exceeds 262144 bytes"));
+    p = events_parser_new(&lim, NULL, NULL);
+    assert_int_equal(events_parser_feed(p, text, n), 0);
+    assert_int_equal(events_parser_count(p), 0);
+    assert_int_equal(events_parser_rejected(p), 1);
+    assert_non_null(
+        strstr(events_parser_last_rejection(p), "exceeds 1048574 bytes"));
+    assert_int_equal(events_parser_feed(p, small, strlen(small)), 0);
+    assert_int_equal(events_parser_count(p), 1);
     events_parser_free(p);
+    free(text);
+}
+
+/* Times a checkpoint is built from: never negative, never INT64_MAX (the
+ * resume point is one past it); skipped objects move it too. */
+static void
+test_time_guard(void **state)
+{
+    static const char *const events[] = {
+        EVENT("container", "start", ID, "", ",\"timeNano\":-5"),
+        EVENT("container", "start", ID, "",
+              ",\"timeNano\":9223372036854775807"),
+        EVENT("container", "start", ID, "", ",\"time\":9223372036"),
+        EVENT("network", "connect", ID, "", ",\"timeNano\":77"),
+    };
+    char *text = JOIN(events);
+    struct record rec;
+    struct events_parser *p;
+
+    (void)state;
+    memset(&rec, 0, sizeof rec);
+    p = events_parser_new(NULL, record_cb, &rec);
+    assert_non_null(p);
+    assert_int_equal(events_parser_feed(p, text, strlen(text)), 0);
+    assert_int_equal(rec.nseen, 3);
+    assert_int_equal(rec.seen[0].time_nano, 0);
+    assert_int_equal(rec.seen[1].time_nano, 0);
+    assert_int_equal(rec.seen[2].time_nano, 0);
+    assert_int_equal(events_parser_last_time(p), 77);
+    events_parser_free(p);
+    free(rec.log.p);
     free(text);
 }
 
@@ -788,6 +861,8 @@ main(void)
         cmocka_unit_test(test_exit_codes),
         cmocka_unit_test(test_attributes),
         cmocka_unit_test(test_attributes_limit),
+        cmocka_unit_test(test_huge_event),
+        cmocka_unit_test(test_time_guard),
         cmocka_unit_test(test_split_escapes),
         cmocka_unit_test(test_time_fallback),
         cmocka_unit_test(test_cut_stream),
