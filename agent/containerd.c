@@ -29,7 +29,7 @@
 #include "log.h"
 #include "loop.h"
 
-#define LIST_MAX_MSG  (4u << 20)  /* Tasks.List answers */
+#define LIST_MAX_MSG  (16u << 20) /* Tasks.List: containerd sends no more */
 #define UNARY_MAX_MSG (64u << 10) /* Get, Delete answers */
 #define EVENT_MAX_MSG (64u << 10) /* one envelope */
 #define ID_MAX        128         /* containerd's own limit is 76 */

@@ -129,6 +129,7 @@ struct docker_doc {
     events_label_cb wanted;
     void *wanted_arg;
     size_t others; /* labels kept in the current Labels object, unwanted */
+    size_t named;  /* ... and named by a policy (duplicates are bounded) */
 };
 
 struct docker_parsed {
@@ -150,7 +151,7 @@ label_rule(struct docker_doc *doc, const char *key, size_t len, int cut)
     if (cut || len > LIMIT_LABEL_KEY)
         return JSON_DROP;
     if (doc->wanted != NULL && doc->wanted(key, len, doc->wanted_arg))
-        return T_LEAF;
+        return doc->named++ < LIMIT_POLICY_LABELS ? T_LEAF : JSON_DROP;
     if (doc->others >= LIMIT_LABELS)
         return JSON_DROP;
     doc->others++;
@@ -203,6 +204,7 @@ doc_filter(int tag, const char *key, size_t len, int cut, size_t index,
     if (!key_is(key, len, "Labels"))
         return JSON_SKIP;
     doc->others = 0;
+    doc->named = 0;
     return T_LABELS;
 }
 

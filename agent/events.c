@@ -45,6 +45,7 @@ struct events_parser {
     struct event_attr *attrs; /* reused by every event */
     size_t attrs_cap;
     size_t others; /* labels kept in this event's Attributes, not wanted */
+    size_t named;  /* ... and named by a policy */
     size_t filter_dropped;
     uint64_t count;
     uint64_t skipped;
@@ -193,6 +194,7 @@ filter(int tag, const char *key, size_t len, int cut, size_t index, void *arg)
         if (!key_is(key, len, "Attributes"))
             return JSON_SKIP;
         p->others = 0;
+        p->named = 0;
         p->filter_dropped = 0;
         return E_ATTRS;
     case E_ATTRS:
@@ -200,9 +202,14 @@ filter(int tag, const char *key, size_t len, int cut, size_t index, void *arg)
             p->filter_dropped++;
             return JSON_SKIP;
         }
-        if (meta_attr(key, len) ||
-            (p->wanted != NULL && p->wanted(key, len, p->wanted_arg)))
+        if (meta_attr(key, len))
             return E_LEAF;
+        if (p->wanted != NULL && p->wanted(key, len, p->wanted_arg)) {
+            if (p->named++ < LIMIT_POLICY_LABELS)
+                return E_LEAF; /* more can only be duplicates */
+            p->filter_dropped++;
+            return JSON_SKIP;
+        }
         if (p->others < p->lim.max_attrs) {
             p->others++;
             return E_LEAF;

@@ -801,6 +801,79 @@ t_inspect_labels_and_names(void **state)
     }
 }
 
+/* What reapd does not read may be of any size: megabytes of Env, a long
+ * Cmd, a health log; a label value of 300 KB is cut and flagged. */
+static void
+t_inspect_bulky(void **state)
+{
+    size_t cap = 8u << 20, off = 0, i;
+    char *s = malloc(cap);
+    struct docker_parsed *ctx;
+    const struct docker_container *c;
+    const char *v;
+
+    (void)state;
+    assert_non_null(s);
+    off += (size_t)snprintf(s + off, cap - off,
+                            "{\"Id\":\"" EXITED_ID "\",\"Args\":[\"-c\",\"");
+    for (i = 0; i < 200000; i++)
+        s[off++] = 'a';
+    off += (size_t)snprintf(s + off, cap - off,
+                            "\"],\"State\":{\"Status\":\"exited\","
+                            "\"ExitCode\":70,\"Health\":{\"Log\":[{\"Output\":"
+                            "\"%s\"}]}},\"Config\":{\"Env\":[",
+                            "ok");
+    for (i = 0; off < (6u << 20); i++)
+        off += (size_t)snprintf(s + off, cap - off, "%s\"E%zu=%0100zu\"",
+                                i ? "," : "", i, i);
+    off += (size_t)snprintf(s + off, cap - off,
+                            "],\"Image\":\"img:1\",\"Labels\":{\"big\":\"");
+    for (i = 0; i < 300 * 1024; i++)
+        s[off++] = 'v';
+    snprintf(s + off, cap - off, "\",\"small\":\"x\"}}}");
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->state.exit_code, 70);
+    assert_string_equal(c->image, "img:1");
+    assert_int_equal(c->nlabels, 2);
+    assert_true(c->labels_truncated);
+    v = label(c, "big");
+    assert_non_null(v);
+    assert_int_equal(strlen(v), 4096);
+    assert_string_equal(label(c, "small"), "x");
+    docker_parsed_free(ctx);
+    free(s);
+}
+
+/* The list's Command (a 100 KB script) is left out: the list parses. */
+static void
+t_list_bulky(void **state)
+{
+    size_t cap = 1u << 20, off = 0, i;
+    char *s = malloc(cap);
+    struct docker_parsed *ctx = NULL;
+    const struct docker_container *cs;
+    size_t n;
+    char err[256];
+
+    (void)state;
+    assert_non_null(s);
+    off += (size_t)snprintf(s + off, cap - off,
+                            "[{\"Id\":\"" EXITED_ID "\",\"Names\":[\"/a\"],"
+                            "\"Command\":\"sh -c '");
+    for (i = 0; i < 100 * 1024; i++)
+        s[off++] = i % 80 == 79 ? ';' : 'e';
+    snprintf(s + off, cap - off,
+             "'\",\"State\":\"created\",\"Labels\":{\"k\":\"v\"}}]");
+    assert_int_equal(
+        docker_parse_list(s, strlen(s), &ctx, &cs, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(cs[0].name, "a");
+    assert_false(cs[0].labels_truncated);
+    assert_int_equal(cs[0].nlabels, 1);
+    docker_parsed_free(ctx);
+    free(s);
+}
+
 static void
 t_inspect_bad_ids(void **state)
 {
@@ -1711,6 +1784,8 @@ main(void)
         cmocka_unit_test(t_inspect_state_not_object),
         cmocka_unit_test(t_inspect_exit_codes),
         cmocka_unit_test(t_inspect_labels_and_names),
+        cmocka_unit_test(t_inspect_bulky),
+        cmocka_unit_test(t_list_bulky),
         cmocka_unit_test(t_inspect_bad_ids),
         cmocka_unit_test(t_inspect_unknown_status),
         cmocka_unit_test(t_regress_inspect_nul_in_id),
