@@ -853,6 +853,31 @@ hand_upto(struct json_stream *s, const unsigned char *buf, size_t from,
     return 0;
 }
 
+/* Eight bytes at a time, then byte by byte: the first quote, or (with
+ * `bs`) the first quote or backslash, in [p, end); `end` if none. Strings
+ * and gaps in engine answers are short, where memchr's setup costs more
+ * than it saves. */
+#define ONES  UINT64_C(0x0101010101010101)
+#define HIGHS UINT64_C(0x8080808080808080)
+#define HAS_BYTE(w, c)                                                        \
+    ((((w) ^ (ONES * (c))) - ONES) & ~((w) ^ (ONES * (c))) & HIGHS)
+
+static const unsigned char *
+find_stop(const unsigned char *p, const unsigned char *end, int bs)
+{
+    uint64_t w;
+
+    while (end - p >= 8) {
+        memcpy(&w, p, 8);
+        if (HAS_BYTE(w, '"') || (bs && HAS_BYTE(w, '\\')))
+            break;
+        p += 8;
+    }
+    while (p < end && *p != '"' && !(bs && *p == '\\'))
+        p++;
+    return p;
+}
+
 static int
 structural(unsigned char c)
 {
@@ -871,11 +896,41 @@ structural(unsigned char c)
 static int
 feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
 {
-    size_t at0 = s->total, i = 0, from = 0, keep;
+    size_t at0 = s->total, i = 0, from = 0, keep, run;
+    const unsigned char *q, *end = buf + len;
     unsigned char c;
 
     s->total += len;
     while (i < len) {
+        /* The common cases at memchr speed: the gap up to a string, and
+         * a string without escapes that closes within the limit (where it
+         * could be cut is then of no interest). The loop below steps byte
+         * by byte only where it must; both give the same state. */
+        if (s->scan == SCAN_OUT) {
+            /* Gaps and strings are short: a plain loop beats memchr. */
+            q = find_stop(buf + i, end, 0);
+            if (q == end || s->bare + (size_t)(q - (buf + i)) > BARE_MAX)
+                goto step;
+            i = (size_t)(q - buf) + 1;
+            s->scan = SCAN_IN;
+            s->sraw = 0;
+            s->esc = 0;
+            s->utf_left = 0;
+            s->safe_at = at0 + i;
+            s->bare = 0;
+        }
+        if (s->scan == SCAN_IN && s->esc == 0 && s->utf_left == 0) {
+            q = find_stop(buf + i, end, 1);
+            run = (size_t)(q - (buf + i));
+            if (q < end && *q == '"' && run <= s->lim.max_string - s->sraw) {
+                i += run + 1;
+                s->scan = SCAN_OUT;
+                continue;
+            }
+        }
+        if (i == len)
+            break;
+    step:
         c = buf[i];
         switch (s->scan) {
         case SCAN_OUT:
@@ -938,12 +993,10 @@ feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
                 break;
             } else {
                 /* Step over plain bytes without the state machine. */
-                const unsigned char *q = buf + i, *end = buf + len;
+                const unsigned char *p = find_stop(buf + i, end, 1);
 
-                while (q < end && *q != '"' && *q != '\\')
-                    q++;
-                s->sraw += (size_t)(q - (buf + i));
-                i = (size_t)(q - buf);
+                s->sraw += (size_t)(p - (buf + i));
+                i = (size_t)(p - buf);
                 break;
             }
             s->sraw++;
