@@ -1676,6 +1676,45 @@ t_e2e_events_and_reconnect(void **state)
     e2e_free(e);
 }
 
+/* A flood of bad events: each stepped over, the stream never reconnected,
+ * the checkpoint moved past those with a time, one log line at most. */
+static void
+t_e2e_rejected_events(void **state)
+{
+    struct e2e *e = e2e_subscribed();
+    char path[] = "/tmp/reapd-log-XXXXXX", line[4096];
+    int fd = mkstemp(path), i, lines = 0;
+    enum log_level was = log_get_level();
+    FILE *f;
+
+    (void)state;
+    assert_true(fd >= 0);
+    log_setup(LOG_WARN, LOG_TEXT);
+    log_set_fd(fd);
+    for (i = 0; i < 200; i++)
+        fake_engine_stream_raw(e->fe, "{\"Type\":\"container\",,}\n");
+    fake_engine_stream_raw(e->fe, "{\"Type\":\"network\",\"timeNano\":"
+                                  "4000000000000000000}\n");
+    fake_engine_add(e->fe, A, "a", NULL, NULL, 1);
+    run_until(e, has_events, e, 3000);
+    log_set_fd(-1);
+    log_setup(was, LOG_TEXT);
+    assert_int_equal(docker_watch_rejected(e->d), 200);
+    assert_int_equal(docker_watch_reconnects(e->d), 0);
+    assert_int_equal(e->events, 2);
+    assert_true(docker_watch_checkpoint(e->d) >= INT64_C(4000000000000000000));
+    f = fdopen(fd, "r");
+    assert_non_null(f);
+    rewind(f);
+    while (fgets(line, sizeof line, f) != NULL)
+        if (strstr(line, "stepped over") != NULL)
+            lines++;
+    fclose(f);
+    unlink(path);
+    assert_int_equal(lines, 1);
+    e2e_free(e);
+}
+
 /*
  * The subscriber stops the watch from inside its own on_event. The call
  * stack then is loop's on_data -> events_parser_feed -> json_stream_feed
@@ -1803,6 +1842,7 @@ main(void)
         cmocka_unit_test(t_e2e_version_fault_retried),
         cmocka_unit_test(t_e2e_no_engine),
         cmocka_unit_test(t_e2e_events_and_reconnect),
+        cmocka_unit_test(t_e2e_rejected_events),
         cmocka_unit_test(t_regress_stop_watch_from_on_event),
     };
 
