@@ -929,6 +929,8 @@ note_rejections(struct docker *d)
         return;
     d->rejected += n - d->parser_rejected;
     d->parser_rejected = n;
+    if (d->cbs.on_gap != NULL)
+        d->cbs.on_gap(d->cbs_arg);
     now = loop_now_ms();
     if (d->reject_log_ms != 0 && now - d->reject_log_ms < REJECT_LOG_MS)
         return;

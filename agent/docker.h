@@ -102,6 +102,9 @@ struct docker_watch_cbs {
     void (*on_event)(const struct docker_event *ev, void *arg);
     /* The stream is down; it will be retried after `retry_ms`. */
     void (*on_lost)(const char *why, uint64_t retry_ms, void *arg);
+    /* Events were stepped over (unreadable): what they said is unknown,
+     * so reconcile soon, as after a reconnect. May be NULL. */
+    void (*on_gap)(void *arg);
 };
 
 /* Starts the subscription (idempotent). `since_nano` 0: from now. */

@@ -21,7 +21,10 @@
 #include "bounds.h"
 #include "json.h"
 
-#define DEFAULT_EVENT_BYTES ((size_t)64 * 1024 * 1024)
+/* No limit on an event as sent: it keeps what the filter wants, cut to
+ * size, so its length costs time, never memory (a 64 MiB label makes a
+ * 67 MB die event, and the engine sends it). */
+#define DEFAULT_EVENT_BYTES SIZE_MAX
 #define DEFAULT_DEPTH       8u
 /* Members kept in any one object: the labels a policy names on top of the
  * others, and room for the event's own fields. */

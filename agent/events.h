@@ -65,7 +65,7 @@ struct docker_event {
 };
 
 struct events_limits {
-    size_t max_event_bytes; /* one event object, as sent (0: 64 MiB) */
+    size_t max_event_bytes; /* one event object, as sent (0: none) */
     unsigned max_depth;     /* (0: 8) */
     size_t max_attrs;       /* labels kept besides those `wanted` names
                                (0: LIMIT_LABELS) */

@@ -1825,6 +1825,18 @@ relist(struct reaper *r)
     }
 }
 
+/* Events were stepped over: a container may have exited unseen. A
+ * relist finds it; bursts of bad events share one, a second later. */
+static void
+on_gap(void *arg)
+{
+    struct reaper *r = arg;
+    struct timeval tv = {1, 0};
+
+    if (!evtimer_pending(r->relist_timer, NULL))
+        evtimer_add(r->relist_timer, &tv);
+}
+
 static void
 on_subscribed(void *arg)
 {
@@ -2282,6 +2294,7 @@ reaper_start(struct reaper *r)
 {
     static const struct docker_watch_cbs cbs = {
         .on_subscribed = on_subscribed,
+        .on_gap = on_gap,
         .on_event = on_event,
         .on_lost = on_lost,
     };

@@ -1212,7 +1212,8 @@ w_lost(const char *why, uint64_t retry_ms, void *arg)
     assert_true(retry_ms <= 200 * 2); /* capped by reconnect_max_ms */
 }
 
-static const struct docker_watch_cbs WCBS = {w_subscribed, w_event, w_lost};
+static const struct docker_watch_cbs WCBS = {w_subscribed, w_event, w_lost,
+                                             NULL};
 
 static struct e2e *
 e2e_new(int with_engine)

@@ -749,7 +749,7 @@ test_event_limits(void **state)
         NULL);
     assert_non_null(strstr(r, "rejected=1 'nesting deeper than 3 at byte"));
     free(r);
-    /* Defaults: 64 MiB per event, depth 8. */
+    /* Defaults: no size limit, depth 8. */
     r = run_all_chunks("[[[[[[[[1]]]]]]]]", NULL, NULL);
     expect_tail(r, "count=0 skipped=1 pending=0");
     free(r);

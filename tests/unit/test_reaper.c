@@ -514,6 +514,25 @@ t_garbage_stream_steps_over(void **state)
     h_free(h);
 }
 
+/* An event that cannot be read may have been an exit: reapd relists
+ * soon after, and finds it. */
+static void
+t_gap_relists(void **state)
+{
+    struct h *h = started("");
+
+    (void)state;
+    fake_engine_drop_events(h->fe, 1);
+    fake_engine_add(h->fe, A, "unseen", MANAGED, NULL, 1);
+    fake_engine_exit(h->fe, A, 12, 12);
+    fake_engine_drop_events(h->fe, 0);
+    fake_engine_stream_raw(h->fe, "{\"Type\":\"container\",\"Action\":}\n");
+    run_until(h, has_report, A, 5000);
+    assert_int_equal(int_of(report_for(h, A), "exit_code"), 12);
+    assert_int_equal(fake_engine_count(h->fe, FAKE_EVENTS), 1);
+    h_free(h);
+}
+
 /* A managed container with 5,000 labels, the policy's the last one, and
  * values of 300 KB: reported truly and removed, the loss said. Its events
  * are megabytes long; none costs a reconnect. */
@@ -767,6 +786,7 @@ main(void)
         cmocka_unit_test(t_restart_is_not_final),
         cmocka_unit_test(t_stream_cut_and_missed_exit),
         cmocka_unit_test(t_garbage_stream_steps_over),
+        cmocka_unit_test(t_gap_relists),
         cmocka_unit_test(t_huge_labels_managed),
         cmocka_unit_test(t_bulky_containers),
         cmocka_unit_test(t_exited_before_start_found_by_relist),
