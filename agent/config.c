@@ -48,6 +48,11 @@
  *   policies                     [managed, see below]  array of policies
  *   policies[].name              (required)            non-empty, unique
  *   policies[].match.labels      {}                    key: value | "*"
+ *                                                      (keys <= 1024 B,
+ *                                                      values <= 512 B,
+ *                                                      <= 64 distinct keys
+ *                                                      in all policies:
+ *                                                      bounds.h)
  *   policies[].match.name        none                  fnmatch glob
  *   policies[].match.image       none                  fnmatch glob
  *   policies[].action            (required)            remove | keep | ignore
@@ -80,6 +85,7 @@
 
 #include <yajl/yajl_gen.h>
 
+#include "bounds.h"
 #include "json.h"
 
 #define CONFIG_MAX_BYTES (1024 * 1024)
@@ -95,6 +101,11 @@ struct ctx {
     struct config_errors *errs; /* may be NULL: count only */
     size_t nproblems;
     bool oom;
+    /* The distinct label names the policies match on so far (pointing
+     * into the parsed document), up to the bound. */
+    const char *label_keys[LIMIT_POLICY_LABELS];
+    size_t nlabel_keys;
+    bool too_many_label_keys; /* already said */
 };
 
 /* A scalar key of a section that maps straight onto a config field. */
@@ -802,6 +813,35 @@ parse_action(struct ctx *c, const struct json_node *n, const char *path,
 
 /* ---- policies ---------------------------------------------------------- */
 
+/*
+ * Counts the label name of member `m` among those all policies match on.
+ * reapd keeps the labels a policy names whatever else it drops
+ * (bounds.h), so their number is what lets a container's record and
+ * report stay within their bounds: past LIMIT_POLICY_LABELS names, the
+ * first one over is a problem.
+ */
+static void
+count_label_key(struct ctx *c, const struct json_node *m, const char *path,
+                const char *shown)
+{
+    size_t i;
+
+    for (i = 0; i < c->nlabel_keys; i++)
+        if (strcmp(c->label_keys[i], m->key) == 0)
+            return;
+    if (c->nlabel_keys < LIMIT_POLICY_LABELS) {
+        c->label_keys[c->nlabel_keys++] = m->key;
+        return;
+    }
+    if (c->too_many_label_keys)
+        return;
+    c->too_many_label_keys = true;
+    problem(c, m->key_offset,
+            "%s.%s: more than %zu distinct label names in all policies "
+            "together",
+            path, shown, LIMIT_POLICY_LABELS);
+}
+
 static void
 parse_labels(struct ctx *c, const struct json_node *obj, const char *path,
              struct policy *p)
@@ -847,6 +887,21 @@ parse_labels(struct ctx *c, const struct json_node *obj, const char *path,
                     path, k);
             continue;
         }
+        /* What reapd keeps of a container's labels is bounded; a policy
+         * must name only what can be kept whole, so that it is decided
+         * exactly (bounds.h). */
+        if (m->key_len > LIMIT_LABEL_KEY) {
+            problem(c, m->key_offset,
+                    "%s.%s: label name longer than %zu bytes", path, k,
+                    LIMIT_LABEL_KEY);
+            continue;
+        }
+        if (m->len > LIMIT_POLICY_LABEL_VALUE) {
+            problem(c, m->offset, "%s.%s: value longer than %zu bytes", path,
+                    k, LIMIT_POLICY_LABEL_VALUE);
+            continue;
+        }
+        count_label_key(c, m, path, k);
         l = &p->match_labels[p->nmatch_labels++];
         l->key = strdup(m->key);
         l->value = strdup(m->str);

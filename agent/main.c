@@ -15,6 +15,7 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -189,7 +190,7 @@ lock_state_dir(const char *dir)
     int fd;
 
     snprintf(path, sizeof(path), "%s/reapd.lock", dir);
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0640);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0640);
     if (fd < 0) {
         log_error(NULL, "cannot open %s: %s", path, strerror(errno));
         return -1;
@@ -200,6 +201,35 @@ lock_state_dir(const char *dir)
         return -1;
     }
     return fd;
+}
+
+/* Every status client holds a descriptor, as does every engine call: a
+ * soft limit of 1024 under a hard one of 500k would run out first. */
+static void
+raise_open_files_limit(void)
+{
+    struct rlimit rl;
+    unsigned long long was;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        log_warn(NULL, "open files: getrlimit: %s", strerror(errno));
+        return;
+    }
+    was = (unsigned long long)rl.rlim_cur;
+    if (rl.rlim_cur == rl.rlim_max) {
+        log_info(NULL, "open files: limit %llu", was);
+        return;
+    }
+    rl.rlim_cur = rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        log_warn(NULL,
+                 "open files: cannot raise the limit from %llu to "
+                 "%llu: %s; staying at %llu",
+                 was, (unsigned long long)rl.rlim_max, strerror(errno), was);
+        return;
+    }
+    log_info(NULL, "open files: limit raised from %llu to %llu", was,
+             (unsigned long long)rl.rlim_cur);
 }
 
 static void
@@ -372,9 +402,18 @@ main(int argc, char **argv)
 
     log_info(NULL, "reapd %s starting: node %s, config %s", REAPD_VERSION,
              a.cfg->node, a.config_path ? a.config_path : "<default>");
+    raise_open_files_limit();
     if (make_dirs(a.cfg->state_dir) != 0) {
         log_error(NULL, "cannot create state_dir %s: %s", a.cfg->state_dir,
                   strerror(errno));
+        goto out;
+    }
+    /* A state_dir someone else can write to would let them plant the
+     * reports reapd delivers: a setup error, refused before anything is
+     * created in it. */
+    if (report_state_dir_check(a.cfg->state_dir, err, sizeof(err)) != 0) {
+        log_error(NULL, "%s", err);
+        result = 2;
         goto out;
     }
     lock_fd = lock_state_dir(a.cfg->state_dir);

@@ -4,12 +4,18 @@
  * A pump runs on the next loop turn after each kick and every few seconds
  * as a safety net: it asks the store for what is due and submits it.
  * upstream refuses a report it already holds (-EEXIST), so a report whose
- * retry upstream is still waiting on is never sent twice at once.
+ * retry upstream is still waiting on is never sent twice at once. A
+ * report upstream refuses for what it is (too large, ids it does not
+ * take) would be refused again on every pass and, being among the oldest
+ * due, crowd everyone else out of the batch: it becomes a dead letter at
+ * once instead, and the pump runs again for the rest.
  */
 #include "outbox.h"
 
 #include <errno.h>
 #include <event2/event.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,10 +36,48 @@ struct outbox {
     struct outbox_stats stats;
 };
 
+/* A report upstream_submit refused with `rc` for good: a dead letter with
+ * its reason. True if it is one now (the store may have failed). */
+static bool
+undeliverable(struct outbox *ob, const struct store_report *r, int rc)
+{
+    enum store_dead_reason why;
+    char err[160];
+    int mrc;
+
+    if (rc == -EMSGSIZE) {
+        why = STORE_DEAD_TOO_LARGE;
+        snprintf(err, sizeof(err),
+                 "%zu bytes, over the %u bytes upstream takes: never sent",
+                 r->body_len, UPSTREAM_BODY_MAX);
+    } else {
+        why = STORE_DEAD_INVALID;
+        snprintf(err, sizeof(err),
+                 "report or container id not one upstream takes: never "
+                 "sent");
+    }
+    mrc = store_mark_dead_reason(ob->st, r->report_id, why, err);
+    if (mrc < 0) {
+        ob->stats.store_errors++;
+        log_error(r->container_id,
+                  "outbox: report %s can never be delivered (%s) and "
+                  "cannot be recorded as a dead letter: %s",
+                  r->report_id, err, store_errmsg(ob->st));
+        return false;
+    }
+    ob->stats.dead++;
+    log_error(r->container_id,
+              "report %s is a dead letter (%s): %s; it stays in the state "
+              "database and reports.jsonl",
+              r->report_id, store_dead_reason_name(why), err);
+    return true;
+}
+
 static void
 pump(struct outbox *ob)
 {
     struct store_reports due = {0};
+    bool more = false;
     size_t i;
     int rc;
 
@@ -51,11 +95,19 @@ pump(struct outbox *ob)
 
         rc = upstream_submit(ob->up, r->report_id, r->container_id, r->body,
                              r->body_len);
-        if (rc != 0 && rc != -EEXIST)
-            log_error(r->container_id, "outbox: report %s refused: %s",
+        if (rc == -EMSGSIZE || rc == -EINVAL)
+            more |= undeliverable(ob, r, rc);
+        else if (rc != 0 && rc != -EEXIST)
+            log_error(r->container_id, "outbox: report %s not handed over: %s",
                       r->report_id, strerror(-rc));
     }
     store_reports_free(&due);
+    /* Their places in the batch are free: the next ones (of other
+     * containers, or the same container's next report) on the next
+     * turn, not after the safety net's seconds. A dead letter leaves
+     * the due list for good, so this ends. */
+    if (more)
+        outbox_kick(ob);
 }
 
 static void
@@ -135,7 +187,10 @@ on_dead(const struct upstream_outcome *o, void *arg)
               "report %s rejected upstream (HTTP %ld: %s): kept as a dead "
               "letter",
               o->report_id, o->status, o->error);
-    marked(ob, store_mark_dead(ob->st, o->report_id, o->error), o);
+    marked(ob,
+           store_mark_dead_reason(ob->st, o->report_id, STORE_DEAD_REJECTED,
+                                  o->error),
+           o);
 }
 
 const struct upstream_cbs *

@@ -8,6 +8,11 @@
  * in order per container) and writes each outcome back. After a restart
  * the store still says which reports are pending, so they go out again,
  * with the same report_id as Idempotency-Key.
+ *
+ * A report that can never be delivered as it is (larger than upstream
+ * takes, or ids upstream does not take) is never sent: it becomes a dead
+ * letter with its reason (store_dead_reason) as soon as it is due, so it
+ * holds back neither the reports after it nor anybody else's.
  */
 #ifndef REAPD_OUTBOX_H
 #define REAPD_OUTBOX_H
@@ -40,7 +45,7 @@ void outbox_set_upstream(struct outbox *ob, struct upstream *u);
 struct outbox_stats {
     uint64_t delivered; /* since start */
     uint64_t retries;
-    uint64_t dead;
+    uint64_t dead; /* refused upstream, or never deliverable */
     uint64_t store_errors;
 };
 void outbox_stats(const struct outbox *ob, struct outbox_stats *out);

@@ -12,7 +12,23 @@
 #include <string.h>
 #include <yajl/yajl_gen.h>
 
+#include "bounds.h"
 #include "json.h"
+#include "report.h"
+
+/* What the reader accepts: whatever record_to_json writes (bounds.h),
+ * and never less than earlier versions wrote (4096 labels, 64 KiB
+ * strings), so records from before these bounds stay readable. */
+#define READ_BYTES LIMIT_RECORD_BYTES
+#define READ_ITEMS                                                            \
+    (LIMIT_LABELS_STORED + 64 > 4096 ? LIMIT_LABELS_STORED + 64 : 4096)
+#define READ_STRING ((size_t)64 * 1024)
+_Static_assert(READ_STRING >= LIMIT_LABEL_KEY &&
+                   READ_STRING >= LIMIT_LABEL_VALUE &&
+                   READ_STRING >= LIMIT_NAME_BYTES &&
+                   READ_STRING >= LIMIT_IMAGE_BYTES &&
+                   READ_STRING >= REPORT_TEXT_MAX,
+               "the reader takes every string the writer writes");
 
 struct record {
     struct json_node *root; /* the strings of meta point into it */
@@ -27,14 +43,21 @@ key(yajl_gen g, const char *k)
     yajl_gen_string(g, (const unsigned char *)k, strlen(k));
 }
 
+/* `v` cut to at most `max` bytes (report_text_len), or null. */
 static void
-kstr(yajl_gen g, const char *k, const char *v)
+kstr_max(yajl_gen g, const char *k, const char *v, size_t max)
 {
     key(g, k);
     if (v == NULL)
         yajl_gen_null(g);
     else
-        yajl_gen_string(g, (const unsigned char *)v, strlen(v));
+        yajl_gen_string(g, (const unsigned char *)v, report_text_len(v, max));
+}
+
+static void
+kstr(yajl_gen g, const char *k, const char *v)
+{
+    kstr_max(g, k, v, REPORT_TEXT_MAX);
 }
 
 static void
@@ -56,7 +79,7 @@ record_to_json(const struct lc *c, const struct record_meta *m, size_t *len)
 {
     yajl_gen g = yajl_gen_alloc(NULL);
     const unsigned char *buf;
-    size_t n, i;
+    size_t n;
     char *out = NULL;
 
     if (g == NULL)
@@ -96,13 +119,10 @@ record_to_json(const struct lc *c, const struct record_meta *m, size_t *len)
     kbool(g, "task_reaped_done", c->task_reaped_done);
     kint(g, "task_deleted", c->task_deleted);
 
-    kstr(g, "name", m->name);
-    kstr(g, "image", m->image);
+    kstr_max(g, "name", m->name, LIMIT_NAME_BYTES);
+    kstr_max(g, "image", m->image, LIMIT_IMAGE_BYTES);
     key(g, "labels");
-    yajl_gen_map_open(g);
-    for (i = 0; i < m->nlabels; i++)
-        kstr(g, m->labels[i].key, m->labels[i].value);
-    yajl_gen_map_close(g);
+    report_gen_labels(g, m->labels, m->nlabels);
     kstr(g, "policy", m->policy);
     kbool(g, "force", m->force);
     kbool(g, "volumes", m->volumes);
@@ -153,6 +173,20 @@ get_int(struct reader *r, const char *k, int64_t min, int64_t max)
     return v;
 }
 
+/* As get_int, for a field every version has written and that has no
+ * zero to fall back on (a poll interval, a backoff): absent, the record
+ * is refused, since what would be read could not be written back. */
+static int64_t
+get_needed_int(struct reader *r, const char *k, int64_t min, int64_t max)
+{
+    if (json_get(r->root, k) == NULL && !r->bad) {
+        snprintf(r->err, r->errlen, "record: \"%s\" missing", k);
+        r->bad = true;
+        return 0;
+    }
+    return get_int(r, k, min, max);
+}
+
 static bool
 get_bool(struct reader *r, const char *k)
 {
@@ -186,7 +220,10 @@ get_str(struct reader *r, const char *k)
 struct record *
 record_parse(const char *json, size_t len, char *err, size_t errlen)
 {
-    struct json_limits lim = {.max_bytes = 1u << 20, .max_depth = 4};
+    struct json_limits lim = {.max_bytes = READ_BYTES,
+                              .max_depth = 4,
+                              .max_items = READ_ITEMS,
+                              .max_string = READ_STRING};
     struct record *rec = NULL, *result = NULL;
     struct reader r = {.err = err, .errlen = errlen};
     const struct json_node *labels;
@@ -224,11 +261,12 @@ record_parse(const char *json, size_t len, char *err, size_t errlen)
     c->state = (enum lc_state)s;
     c->p.action = (enum policy_action)get_int(&r, "action", 0, POLICY_REMOVE);
     c->p.delay_ms = get_int(&r, "delay_ms", 0, INT64_MAX);
-    c->p.poll_interval_ms = get_int(&r, "poll_interval_ms", 1, INT64_MAX);
+    c->p.poll_interval_ms =
+        get_needed_int(&r, "poll_interval_ms", 1, INT64_MAX);
     c->p.warn_after_ms = get_int(&r, "warn_after_ms", 0, INT64_MAX);
     c->p.give_up_after_ms = get_int(&r, "give_up_after_ms", 0, INT64_MAX);
-    c->p.retry_base_ms = get_int(&r, "retry_base_ms", 1, INT64_MAX);
-    c->p.retry_max_ms = get_int(&r, "retry_max_ms", 1, INT64_MAX);
+    c->p.retry_base_ms = get_needed_int(&r, "retry_base_ms", 1, INT64_MAX);
+    c->p.retry_max_ms = get_needed_int(&r, "retry_max_ms", 1, INT64_MAX);
     c->p.containerd = get_bool(&r, "containerd");
     c->p.reap_leaked_tasks = get_bool(&r, "reap_leaked_tasks");
     c->ran = get_bool(&r, "ran");

@@ -36,14 +36,20 @@ struct record_meta {
 
 /* The JSON text (malloc'd, caller frees; length in *len), or NULL when
  * out of memory. Monotonic times in `lc` are not written (they mean
- * nothing after a restart); exited_wall_ms stands for them. */
+ * nothing after a restart); exited_wall_ms stands for them. What `m`
+ * holds is bounded as report.h says (report_gen_labels, report_text_len:
+ * the name to LIMIT_NAME_BYTES, the image to LIMIT_IMAGE_BYTES, other
+ * texts to REPORT_TEXT_MAX), so the text is at most LIMIT_RECORD_BYTES
+ * and record_parse always reads it back. */
 char *record_to_json(const struct lc *lc, const struct record_meta *m,
                      size_t *len);
 
 struct record;
 
-/* Parses a record. NULL with a message in `err` when it is malformed, of
- * another version, or out of range. The caller frees with record_free. */
+/* Parses a record: any record_to_json writes (and any an earlier
+ * version wrote: up to 4096 labels, 64 KiB strings). NULL with a message
+ * in `err` when it is malformed, of another version, or out of range.
+ * The caller frees with record_free. */
 struct record *record_parse(const char *json, size_t len, char *err,
                             size_t errlen);
 void record_free(struct record *r);

@@ -1,6 +1,7 @@
 /*
  * report — report JSON (with yajl_gen, so escaping is never ours to get
- * wrong) and the reports.jsonl appender; see report.h.
+ * wrong), the bounds every writer of reapd's files holds to, the state
+ * directory's check and the reports.jsonl appender; see report.h.
  */
 #include "report.h"
 
@@ -17,6 +18,34 @@
 
 #include "json.h"
 #include "log.h"
+
+/* What a report writes besides its labels, name and image must fit the
+ * room bounds.h leaves for it in LIMIT_RECORD_BYTES, every byte escaped
+ * as \u00XX (six): ten texts, the anomalies, and per label and anomaly
+ * its quotes, colon and comma; 4 KiB for the keys, numbers and
+ * punctuation of the rest. */
+#define REPORT_TEXTS 10
+_Static_assert(6 * (REPORT_TEXTS * REPORT_TEXT_MAX +
+                    REPORT_ANOMALIES_MAX * REPORT_ANOMALY_MAX) +
+                       6 * (LIMIT_LABELS_STORED + REPORT_ANOMALIES_MAX) +
+                       4096 <=
+                   LIMIT_RECORD_BYTES -
+                       6 * (LIMIT_LABELS_STORED_BYTES + LIMIT_NAME_BYTES +
+                            LIMIT_IMAGE_BYTES),
+               "a report at its bounds fits LIMIT_RECORD_BYTES");
+
+/* What the reader of report lines accepts: at least the bounds above,
+ * and never less than earlier versions wrote (4096 labels, 64 KiB
+ * strings), so a journal from before them stays readable. */
+#define READ_ITEMS                                                            \
+    (LIMIT_LABELS_STORED + 64 > 4096 ? LIMIT_LABELS_STORED + 64 : 4096)
+#define READ_STRING ((size_t)64 * 1024)
+_Static_assert(READ_STRING >= LIMIT_LABEL_KEY &&
+                   READ_STRING >= LIMIT_LABEL_VALUE &&
+                   READ_STRING >= LIMIT_NAME_BYTES &&
+                   READ_STRING >= LIMIT_IMAGE_BYTES &&
+                   READ_STRING >= REPORT_TEXT_MAX,
+               "the reader takes every string a writer writes");
 
 struct report_log {
     int fd;
@@ -115,21 +144,116 @@ report_now_rfc3339(char *buf, size_t len)
              tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000);
 }
 
+/* ---- bounds ------------------------------------------------------------- */
+
+/* Bytes of the whole, valid UTF-8 character at `s` (`n` bytes there), or
+ * 0 if none starts there. Strict (no overlong forms, surrogates or code
+ * points past U+10FFFF): stricter than any JSON reader. */
+static size_t
+utf8_char(const unsigned char *s, size_t n)
+{
+    size_t len, i;
+    uint32_t cp;
+
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+        len = 2;
+        cp = s[0] & 0x1fu;
+    } else if ((s[0] & 0xf0) == 0xe0) {
+        len = 3;
+        cp = s[0] & 0x0fu;
+    } else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+        len = 4;
+        cp = s[0] & 0x07u;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if (len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff)))
+        return 0;
+    if (len == 4 && (cp < 0x10000 || cp > 0x10ffff))
+        return 0;
+    return len;
+}
+
+size_t
+report_text_len(const char *s, size_t max)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t n = 0, avail, c;
+
+    if (s == NULL)
+        return 0;
+    avail = strnlen(s, max);
+    while (n < avail) {
+        c = utf8_char(u + n, avail - n);
+        if (c == 0)
+            break;
+        n += c;
+    }
+    return n;
+}
+
 static void
 gen_str(yajl_gen g, const char *s)
 {
     yajl_gen_string(g, (const unsigned char *)s, strlen(s));
 }
 
+/* `k` (ours) and `v` cut to at most `max` bytes, or null. */
 static void
-gen_key_str(yajl_gen g, const char *k, const char *v)
+gen_key_text(yajl_gen g, const char *k, const char *v, size_t max)
 {
     gen_str(g, k);
     if (v != NULL)
-        gen_str(g, v);
+        yajl_gen_string(g, (const unsigned char *)v, report_text_len(v, max));
     else
         yajl_gen_null(g);
 }
+
+static void
+gen_key_str(yajl_gen g, const char *k, const char *v)
+{
+    gen_key_text(g, k, v, REPORT_TEXT_MAX);
+}
+
+size_t
+report_gen_labels(struct yajl_gen_t *g, const struct label *labels, size_t n)
+{
+    size_t budget = LIMIT_LABELS_STORED_BYTES, kept = 0, i, klen, vlen;
+
+    yajl_gen_map_open(g);
+    for (i = 0; i < n && kept < LIMIT_LABELS_STORED; i++) {
+        const char *k = labels[i].key, *v = labels[i].value;
+
+        if (k == NULL)
+            continue;
+        klen = strnlen(k, LIMIT_LABEL_KEY + 1);
+        if (klen > LIMIT_LABEL_KEY || report_text_len(k, klen) != klen)
+            continue;
+        vlen = report_text_len(v, LIMIT_LABEL_VALUE);
+        if (klen + vlen > budget)
+            continue;
+        budget -= klen + vlen;
+        yajl_gen_string(g, (const unsigned char *)k, klen);
+        if (v != NULL)
+            yajl_gen_string(g, (const unsigned char *)v, vlen);
+        else
+            yajl_gen_null(g);
+        kept++;
+    }
+    yajl_gen_map_close(g);
+    return kept;
+}
+
+/* ---- the report --------------------------------------------------------- */
 
 static void
 gen_key_int(yajl_gen g, const char *k, bool has, long long v)
@@ -163,13 +287,10 @@ report_to_json(const struct report *r, size_t *len)
     gen_key_str(g, "report_id", r->report_id);
     gen_key_str(g, "node", r->node);
     gen_key_str(g, "container_id", r->container_id);
-    gen_key_str(g, "name", r->name);
-    gen_key_str(g, "image", r->image);
+    gen_key_text(g, "name", r->name, LIMIT_NAME_BYTES);
+    gen_key_text(g, "image", r->image, LIMIT_IMAGE_BYTES);
     gen_str(g, "labels");
-    yajl_gen_map_open(g);
-    for (i = 0; i < r->nlabels; i++)
-        gen_key_str(g, r->labels[i].key, r->labels[i].value);
-    yajl_gen_map_close(g);
+    report_gen_labels(g, r->labels, r->nlabels);
     gen_key_str(g, "policy", r->policy);
     gen_key_str(g, "action", r->action);
     gen_key_int(g, "exit_code", r->exit_known, r->exit_code);
@@ -190,8 +311,9 @@ report_to_json(const struct report *r, size_t *len)
     gen_key_int(g, "delete_attempts", true, r->delete_attempts);
     gen_str(g, "anomalies");
     yajl_gen_array_open(g);
-    for (i = 0; i < r->nanomalies; i++)
-        gen_str(g, r->anomalies[i]);
+    for (i = 0; i < r->nanomalies && i < REPORT_ANOMALIES_MAX; i++)
+        yajl_gen_string(g, (const unsigned char *)r->anomalies[i],
+                        report_text_len(r->anomalies[i], REPORT_ANOMALY_MAX));
     yajl_gen_array_close(g);
     gen_key_str(g, "removed_by", r->removed_by);
     gen_key_str(g, "reported_at", r->reported_at);
@@ -209,35 +331,167 @@ report_to_json(const struct report *r, size_t *len)
     return out;
 }
 
+/* ---- the state directory ------------------------------------------------ */
+
+/*
+ * Opens `path` (`shown` in messages) as reapd's state directory: the
+ * directory's fd, or -1 with errno and why in `err`. lstat says what the
+ * name is; the open does not follow a symlink swapped in meanwhile, and
+ * the checks are made on what was opened.
+ */
+static int
+open_state_dir(const char *path, const char *shown, char *err, size_t errlen)
+{
+    struct stat lst, st;
+    int fd = -1, e = 0;
+
+    if (lstat(path, &lst) != 0) {
+        e = errno;
+        snprintf(err, errlen, "state_dir %s: %s", shown, strerror(e));
+        goto out;
+    }
+    if (S_ISLNK(lst.st_mode)) {
+        e = ELOOP;
+        snprintf(err, errlen,
+                 "state_dir %s is a symlink: refused (reapd's files could "
+                 "be redirected through it); point state_dir at a real "
+                 "directory",
+                 shown);
+        goto out;
+    }
+    if (!S_ISDIR(lst.st_mode)) {
+        e = ENOTDIR;
+        snprintf(err, errlen, "state_dir %s: not a directory", shown);
+        goto out;
+    }
+    fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        e = errno;
+        snprintf(err, errlen, "state_dir %s: %s", shown, strerror(e));
+        goto out;
+    }
+    if (st.st_dev != lst.st_dev || st.st_ino != lst.st_ino) {
+        e = EAGAIN;
+        snprintf(err, errlen, "state_dir %s: replaced while being opened",
+                 shown);
+        goto out;
+    }
+    if (st.st_uid != geteuid()) {
+        e = EPERM;
+        snprintf(err, errlen,
+                 "state_dir %s is owned by uid %lu, not by reapd's user "
+                 "(uid %lu): refused; chown it to that user",
+                 shown, (unsigned long)st.st_uid, (unsigned long)geteuid());
+        goto out;
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        e = EPERM;
+        snprintf(err, errlen,
+                 "state_dir %s is writable by %s (mode %04o): refused; "
+                 "chmod go-w it (0750 is what reapd creates)",
+                 shown, (st.st_mode & S_IWOTH) != 0 ? "everyone" : "its group",
+                 (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    return fd;
+out:
+    if (fd >= 0)
+        close(fd);
+    errno = e;
+    return -1;
+}
+
+/* `dir` without trailing slashes (but "/" stays "/"), malloc'd. */
+static char *
+dir_name(const char *dir)
+{
+    size_t n = strlen(dir);
+    char *d;
+
+    while (n > 1 && dir[n - 1] == '/')
+        n--;
+    d = malloc(n + 1);
+    if (d != NULL) {
+        memcpy(d, dir, n);
+        d[n] = '\0';
+    }
+    return d;
+}
+
+int
+report_state_dir_check(const char *dir, char *err, size_t errlen)
+{
+    char *d = dir_name(dir);
+    int fd;
+
+    if (d == NULL) {
+        snprintf(err, errlen, "state_dir %s: out of memory", dir);
+        errno = ENOMEM;
+        return -1;
+    }
+    fd = open_state_dir(d, dir, err, errlen);
+    free(d);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+/* ---- reports.jsonl ------------------------------------------------------ */
+
 struct report_log *
 report_log_open(const char *dir)
 {
-    struct report_log *rl = NULL;
-    size_t n = strlen(dir) + sizeof("/reports.jsonl");
+    struct report_log *rl = NULL, *result = NULL;
+    char *d = dir_name(dir), why[512];
+    size_t n;
     struct stat st;
+    int dfd = -1, e = ENOMEM;
 
     rl = calloc(1, sizeof(*rl));
-    if (rl == NULL)
-        return NULL;
+    if (rl == NULL || d == NULL)
+        goto out;
+    rl->fd = -1;
+    n = strlen(d) + sizeof("/reports.jsonl");
     rl->path = malloc(n);
-    if (rl->path == NULL) {
-        free(rl);
-        return NULL;
+    if (rl->path == NULL)
+        goto out;
+    snprintf(rl->path, n, "%s/reports.jsonl", strcmp(d, "/") ? d : "");
+    dfd = open_state_dir(d, dir, why, sizeof(why));
+    if (dfd < 0) {
+        e = errno;
+        log_error(NULL, "%s", why);
+        goto out;
     }
-    snprintf(rl->path, n, "%s/reports.jsonl", dir);
-    rl->fd = open(rl->path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+    /* Opened through the directory we checked, and never through a
+     * symlink: nothing can make reapd append to another file. */
+    rl->fd = openat(
+        dfd, "reports.jsonl",
+        O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0640);
     if (rl->fd < 0 || fstat(rl->fd, &st) != 0) {
-        int e = errno;
-
-        if (rl->fd >= 0)
-            close(rl->fd);
-        free(rl->path);
-        free(rl);
-        errno = e;
-        return NULL;
+        e = errno;
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        e = EINVAL;
+        log_error(NULL, "%s: not a regular file", rl->path);
+        goto out;
     }
     rl->end = (int64_t)st.st_size;
-    return rl;
+    result = rl;
+    rl = NULL;
+out:
+    if (dfd >= 0)
+        close(dfd);
+    if (rl != NULL && rl->fd >= 0)
+        close(rl->fd);
+    if (rl != NULL)
+        free(rl->path);
+    free(rl);
+    free(d);
+    if (result == NULL)
+        errno = e;
+    return result;
 }
 
 void
@@ -409,7 +663,10 @@ hex_member(const struct json_node *root, const char *key, size_t len,
 int
 report_line_ids(const char *line, size_t len, char id[33], char cid[65])
 {
-    struct json_limits lim = {.max_bytes = REPORT_LINE_MAX, .max_depth = 8};
+    struct json_limits lim = {.max_bytes = REPORT_LINE_MAX,
+                              .max_depth = 8,
+                              .max_items = READ_ITEMS,
+                              .max_string = READ_STRING};
     struct json_node *root = json_parse(line, len, &lim, 0, NULL, 0, NULL);
     int rc = -1;
 

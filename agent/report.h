@@ -1,6 +1,8 @@
 /*
  * report — the account of one container exit, as the contract defines it,
- * and the append-only reports.jsonl file.
+ * and the append-only reports.jsonl file; with them, the bounds every
+ * writer of reapd's files holds to, and the check of the state directory
+ * those files live in.
  *
  * A report is made once a container's fate is settled. Its report_id is a
  * hash of facts the engine keeps (node, container id, FinishedAt), not of
@@ -14,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bounds.h"
 #include "policy.h"
 
 struct report {
@@ -50,9 +53,54 @@ struct report {
  */
 void report_make_id(struct report *r, const char *exit_key);
 
-/* One JSON object, no newline. Returns a malloc'd string the caller frees,
+/* One JSON object, no newline, at most LIMIT_RECORD_BYTES: what does not
+ * fit the bounds below is cut or dropped, so that report_line_ids can
+ * always read the line back. Returns a malloc'd string the caller frees,
  * with its length in *len, or NULL on allocation failure. */
 char *report_to_json(const struct report *r, size_t *len);
+
+/*
+ * The bounds every writer of reapd's files (reports here, container
+ * records in record.c) holds what it is handed to, whoever the caller:
+ * whatever is written must be readable after a restart, and the readers'
+ * limits come from bounds.h. Texts that are neither a label, a name nor
+ * an image (node, policy, times, ...) are cut to REPORT_TEXT_MAX bytes;
+ * a report names at most REPORT_ANOMALIES_MAX anomalies of at most
+ * REPORT_ANOMALY_MAX bytes each.
+ */
+#define REPORT_TEXT_MAX      ((size_t)512)
+#define REPORT_ANOMALIES_MAX ((size_t)32)
+#define REPORT_ANOMALY_MAX   ((size_t)64)
+
+/*
+ * The length of the longest prefix of `s` (NULL: 0) that is at most `max`
+ * bytes of whole, valid UTF-8 characters: a text is cut at a character
+ * boundary, and before the first byte that is not UTF-8, which no JSON
+ * reader would take.
+ */
+size_t report_text_len(const char *s, size_t max);
+
+/*
+ * Writes `labels` as one JSON object through `g` (a yajl_gen), as
+ * bounds.h bounds them: a key longer than LIMIT_LABEL_KEY bytes or not
+ * UTF-8 is dropped; a value is cut as report_text_len(value,
+ * LIMIT_LABEL_VALUE) says (a NULL value is written as null); a label that
+ * would take the keys and values written beyond LIMIT_LABELS_STORED_BYTES
+ * is dropped; at most LIMIT_LABELS_STORED are written, the first ones.
+ * Returns how many were written.
+ */
+struct yajl_gen_t;
+size_t report_gen_labels(struct yajl_gen_t *g, const struct label *labels,
+                         size_t n);
+
+/*
+ * Whether `dir` may hold reapd's state: an existing directory, not a
+ * symlink, owned by the effective user and writable by nobody else. 0, or
+ * -1 with errno (ELOOP: a symlink; ENOTDIR; EPERM: owner or mode; what
+ * lstat said) and a one-line message naming the directory, what is wrong
+ * and what to do in `err`.
+ */
+int report_state_dir_check(const char *dir, char *err, size_t errlen);
 
 /* RFC 3339 ("2026-12-02T12:22:57.864550554Z", or with a +hh:mm offset)
  * to milliseconds since the epoch. 0, or -1 if malformed. */
@@ -66,7 +114,14 @@ void report_now_rfc3339(char *buf, size_t len);
 
 struct report_log;
 
-/* Opens (creating) <dir>/reports.jsonl for appending. NULL with errno. */
+/*
+ * Opens (creating, mode 0640) <dir>/reports.jsonl for appending, never
+ * through a symlink, close-on-exec, and only in a directory that passes
+ * report_state_dir_check (why not is logged). The caller owns the result
+ * (report_log_close). NULL with errno: what report_state_dir_check says,
+ * ELOOP for a symlink named reports.jsonl, EINVAL for one that is not a
+ * regular file, else what open(2) said.
+ */
 struct report_log *report_log_open(const char *dir);
 void report_log_close(struct report_log *rl);
 /*
@@ -89,16 +144,19 @@ typedef void (*report_line_cb)(const char *line, size_t len, void *arg);
  * line is (fdatasync), and the state database, which commits without a
  * sync of its own, is repaired from it at startup. This reads every whole
  * line from byte `from` to the end and hands it to `cb` (lines longer than
- * REPORT_LINE_MAX are skipped with a warning). A torn last line (a power
- * loss mid-write) is cut off, so the next append starts a line of its own.
- * Returns 0 with the end of the last whole line in `*end`, or -1 (errno).
+ * REPORT_LINE_MAX, which no report is, are skipped with a warning). A torn
+ * last line (a power loss mid-write) is cut off, so the next append starts
+ * a line of its own. Returns 0 with the end of the last whole line in
+ * `*end`, or -1 (errno).
  */
-#define REPORT_LINE_MAX ((size_t)1 << 20)
+#define REPORT_LINE_MAX LIMIT_RECORD_BYTES
 int report_log_replay(struct report_log *rl, int64_t from, report_line_cb cb,
                       void *arg, int64_t *end);
 
-/* The report_id (32 hex) and container_id (64 hex) of a report line.
- * 0, or -1 if the line is not a report. */
+/* The report_id (32 hex) and container_id (64 hex) of a report line; it
+ * reads any line report_to_json can make (the bounds of bounds.h, and
+ * never less than what earlier versions wrote). 0, or -1 if the line is
+ * not a report. */
 int report_line_ids(const char *line, size_t len, char id[33], char cid[65]);
 
 #endif

@@ -83,6 +83,18 @@ static const char *const migrations[] = {
     "  key TEXT PRIMARY KEY NOT NULL,"
     "  value INTEGER NOT NULL"
     ");",
+    /* 1 -> 2: why a dead letter is dead. Version 1 knew one way to die,
+     * the upstream's refusal. A dead letter requeued by hand (docs/
+     * runbook.md sets its state back to pending) loses its reason. */
+    "ALTER TABLE reports ADD COLUMN dead_reason TEXT"
+    "  CHECK (dead_reason IN ('rejected', 'too_large', 'invalid'));"
+    "UPDATE reports SET dead_reason = 'rejected' WHERE state = 'dead';"
+    "CREATE TRIGGER reports_requeued AFTER UPDATE OF state ON reports"
+    "  WHEN OLD.state = 'dead' AND NEW.state <> 'dead'"
+    "BEGIN"
+    "  UPDATE reports SET dead_reason = NULL"
+    "    WHERE report_id = NEW.report_id;"
+    "END;",
 };
 
 _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
@@ -91,7 +103,7 @@ _Static_assert(sizeof(migrations) / sizeof(migrations[0]) ==
 
 #define REPORT_COLS                                                           \
     "report_id, container_id, seq, state, attempts, next_attempt_ms, "        \
-    "created_ms, delivered_ms, last_error"
+    "created_ms, delivered_ms, last_error, dead_reason"
 
 enum stmt_id {
     S_BEGIN,
@@ -148,7 +160,8 @@ static const char *const stmt_sql[S_COUNT] = {
         " delivered_ms = ?2, last_error = NULL"
         " WHERE report_id = ?1 AND state = 'pending'",
     [S_MARK_DEAD] = "UPDATE reports SET state = 'dead',"
-                    " attempts = attempts + 1, last_error = ?2"
+                    " attempts = attempts + ?3, last_error = ?2,"
+                    " dead_reason = ?4"
                     " WHERE report_id = ?1 AND state = 'pending'",
     [S_MARK_RETRY] = "UPDATE reports SET attempts = attempts + 1,"
                      " next_attempt_ms = ?2, last_error = ?3"
@@ -314,6 +327,41 @@ store_state_name(enum store_state s)
         return "dead";
     }
     return "?";
+}
+
+const char *
+store_dead_reason_name(enum store_dead_reason r)
+{
+    switch (r) {
+    case STORE_DEAD_NONE:
+        return NULL;
+    case STORE_DEAD_REJECTED:
+        return "rejected";
+    case STORE_DEAD_TOO_LARGE:
+        return "too_large";
+    case STORE_DEAD_INVALID:
+        return "invalid";
+    }
+    return NULL;
+}
+
+/* A dead_reason column (NULL: none); -1 for a value this reapd does not
+ * know, which the schema's CHECK rules out. */
+static int
+dead_reason_parse(const char *s, enum store_dead_reason *out)
+{
+    enum store_dead_reason r;
+
+    *out = STORE_DEAD_NONE;
+    if (s == NULL)
+        return 0;
+    for (r = STORE_DEAD_REJECTED; r <= STORE_DEAD_INVALID; r++) {
+        if (strcmp(s, store_dead_reason_name(r)) == 0) {
+            *out = r;
+            return 0;
+        }
+    }
+    return -1;
 }
 
 static int
@@ -563,7 +611,7 @@ create_file(struct store *st, const char *dir)
               0640);
     if (fd >= 0) {
         close(fd);
-        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (dfd >= 0) {
             fsync(dfd);
             close(dfd);
@@ -1340,7 +1388,9 @@ read_report(struct store *st, sqlite3_stmt *s, struct store_report *r)
     memset(r, 0, sizeof(*r));
     if (!column_id(s, 0, r->report_id, sizeof(r->report_id)) ||
         !column_id(s, 1, r->container_id, sizeof(r->container_id)) ||
-        state_parse((const char *)sqlite3_column_text(s, 3), &r->state) != 0) {
+        state_parse((const char *)sqlite3_column_text(s, 3), &r->state) != 0 ||
+        dead_reason_parse((const char *)sqlite3_column_text(s, 9),
+                          &r->dead_reason) != 0) {
         snprintf(st->errmsg, sizeof(st->errmsg), "report: malformed row");
         return STORE_CORRUPT;
     }
@@ -1351,7 +1401,7 @@ read_report(struct store *st, sqlite3_stmt *s, struct store_report *r)
     r->delivered_ms = sqlite3_column_int64(s, 7);
     r->last_error = column_dup(s, 8, NULL, &ok);
     if (ok)
-        r->body = column_dup(s, 9, &r->body_len, &ok);
+        r->body = column_dup(s, 10, &r->body_len, &ok);
     if (!ok) {
         store_report_clear(r);
         return STORE_NOMEM;
@@ -1493,24 +1543,38 @@ store_mark_delivered(struct store *st, const char *report_id, int64_t now_ms)
 }
 
 int
-store_mark_dead(struct store *st, const char *report_id, const char *error)
+store_mark_dead_reason(struct store *st, const char *report_id,
+                       enum store_dead_reason reason, const char *error)
 {
     static const char what[] = "mark dead";
     sqlite3_stmt *s = st->stmt[S_MARK_DEAD];
+    const char *name = store_dead_reason_name(reason);
     int result;
 
-    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+    if (!valid_id(report_id, STORE_REPORT_ID_MAX) || name == NULL)
         return invalid(st, what);
     rollback(st);
     result = bind_text(st, s, 1, report_id, strlen(report_id), what);
     if (result == STORE_OK)
         result = bind_text(st, s, 2, error,
                            error != NULL ? errtext_len(error) : 0, what);
+    /* Only the upstream's refusal was an attempt; the others were never
+     * sent. */
+    if (result == STORE_OK)
+        result = bind_int(st, s, 3, reason == STORE_DEAD_REJECTED, what);
+    if (result == STORE_OK)
+        result = bind_text(st, s, 4, name, strlen(name), what);
     if (result != STORE_OK) {
         done(s);
         return result;
     }
     return mark(st, S_MARK_DEAD, what);
+}
+
+int
+store_mark_dead(struct store *st, const char *report_id, const char *error)
+{
+    return store_mark_dead_reason(st, report_id, STORE_DEAD_REJECTED, error);
 }
 
 int
@@ -1686,6 +1750,19 @@ store_check(struct store *st)
     if (bad != 0) {
         snprintf(st->errmsg, sizeof(st->errmsg),
                  "integrity check: %lld reports with a wrong head flag",
+                 (long long)bad);
+        return STORE_CORRUPT;
+    }
+    /* A dead letter says why, and nothing else does. */
+    rc = query_int(st->db,
+                   "SELECT count(*) FROM reports"
+                   " WHERE (dead_reason IS NULL) = (state = 'dead')",
+                   &bad);
+    if (rc != SQLITE_OK)
+        return fail(st, rc, "integrity check");
+    if (bad != 0) {
+        snprintf(st->errmsg, sizeof(st->errmsg),
+                 "integrity check: %lld reports with a wrong dead_reason",
                  (long long)bad);
         return STORE_CORRUPT;
     }

@@ -48,6 +48,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bounds.h"
+
 enum store_result {
     STORE_OK = 0,
     STORE_DUPLICATE = 1, /* add_report: that report_id is already stored */
@@ -63,23 +65,28 @@ enum store_result {
 };
 
 /* Input bounds; longer input is refused with STORE_INVALID. Ids and keys
- * are printable ASCII without spaces. */
+ * are printable ASCII without spaces. A report's JSON and a container
+ * record's take whatever report.c and record.c write (bounds.h); a
+ * report larger than upstream takes is stored all the same and becomes a
+ * dead letter (STORE_DEAD_TOO_LARGE). */
 #define STORE_REPORT_ID_MAX 64
-#define STORE_ID_MAX        128       /* container ids */
-#define STORE_KEY_MAX       64        /* checkpoint keys */
-#define STORE_BODY_MAX      (1 << 20) /* a report's JSON */
-#define STORE_RECORD_MAX    (1 << 20) /* a container record's JSON */
-#define STORE_ERRTEXT_MAX   1024      /* last_error longer than this is cut */
-#define STORE_LIST_MAX      10000     /* rows one list call returns at most */
-#define STORE_PRUNE_BATCH   1000      /* rows one prune deletes at most */
+#define STORE_ID_MAX        128                /* container ids */
+#define STORE_KEY_MAX       64                 /* checkpoint keys */
+#define STORE_BODY_MAX      LIMIT_RECORD_BYTES /* a report's JSON */
+#define STORE_RECORD_MAX    LIMIT_RECORD_BYTES /* a container record's */
+#define STORE_ERRTEXT_MAX   1024  /* last_error longer than this is cut */
+#define STORE_LIST_MAX      10000 /* rows one list call returns at most */
+#define STORE_PRUNE_BATCH   1000  /* rows one prune deletes at most */
 
 /* Pending changes (store_flush) are bounded too; beyond these, put and
  * set answer STORE_FULL until a flush succeeds. */
 #define STORE_PENDING_MAX       65536
 #define STORE_PENDING_BYTES_MAX (64u << 20)
 
-/* The schema version this reapd writes (PRAGMA user_version). */
-#define STORE_SCHEMA_VERSION 1
+/* The schema version this reapd writes (PRAGMA user_version). Version 2
+ * added the reports' dead_reason; a version 1 database is migrated at
+ * open (its dead letters were all refused upstream: "rejected"). */
+#define STORE_SCHEMA_VERSION 2
 
 struct store;
 
@@ -139,6 +146,17 @@ enum store_state {
 /* "pending" | "delivered" | "dead" */
 const char *store_state_name(enum store_state s);
 
+/* Why a report is dead. */
+enum store_dead_reason {
+    STORE_DEAD_NONE,      /* not dead */
+    STORE_DEAD_REJECTED,  /* the upstream refused it for good (a 4xx) */
+    STORE_DEAD_TOO_LARGE, /* over what upstream takes: never sent */
+    STORE_DEAD_INVALID,   /* its ids are not ones upstream takes */
+};
+
+/* "rejected" | "too_large" | "invalid"; NULL for STORE_DEAD_NONE. */
+const char *store_dead_reason_name(enum store_dead_reason r);
+
 /*
  * Adds report `report_id` (its JSON `body`, `len` bytes, no NUL inside)
  * for `container_id`, pending and due at once. It is durable when this
@@ -179,6 +197,8 @@ struct store_report {
     char *body;           /* NUL-terminated; NULL unless asked for */
     size_t body_len;
     char *last_error; /* NULL if none */
+    /* Why it is dead; STORE_DEAD_NONE unless it is. */
+    enum store_dead_reason dead_reason;
 };
 
 struct store_reports {
@@ -203,14 +223,23 @@ int store_due(struct store *st, int64_t now_ms, size_t max,
 
 /* The outcome of one delivery attempt of a pending report; each counts
  * one attempt. STORE_NOT_FOUND if the report is not (or no longer)
- * pending: a delivered or dead report never comes back. `error` may be
- * NULL; longer than STORE_ERRTEXT_MAX it is cut. */
+ * pending: a delivered or dead report never comes back (unless an
+ * operator requeues it by hand, docs/runbook.md). `error` may be NULL;
+ * longer than STORE_ERRTEXT_MAX it is cut. store_mark_dead is the
+ * upstream's refusal: reason STORE_DEAD_REJECTED. */
 int store_mark_delivered(struct store *st, const char *report_id,
                          int64_t now_ms);
 int store_mark_dead(struct store *st, const char *report_id,
                     const char *error);
 int store_mark_retry(struct store *st, const char *report_id,
                      int64_t next_attempt_ms, const char *error);
+
+/* A pending report that can never be delivered as it is: dead at once,
+ * with `reason` (not STORE_DEAD_NONE: STORE_INVALID) and `error` (as
+ * above). No attempt is counted unless the reason is
+ * STORE_DEAD_REJECTED. STORE_NOT_FOUND as above. */
+int store_mark_dead_reason(struct store *st, const char *report_id,
+                           enum store_dead_reason reason, const char *error);
 
 /* One report, with its body if `with_body`. *out is the caller's to
  * clear (store_report_clear) when STORE_OK. */

@@ -38,9 +38,11 @@
 #define HEADER_VAL_MAX  4096
 #define IN_FLIGHT_MAX   1024
 #define HASH_MIN        64
-#define TOKEN_FILE_MAX  (UPSTREAM_TOKEN_MAX + 1024) /* with whitespace */
+#define TOKEN_FILE_MAX  (UPSTREAM_TOKEN_MAX + 2) /* and a CR LF */
 #define RETRY_AFTER_MAX 1000000000ull /* seconds; more is "very long" */
 #define REDACTED        "[redacted]"
+#define STR_(x)         #x
+#define STR(x)          STR_(x)
 
 /* Options as validated and copied; immutable, swapped whole on update. */
 struct conf {
@@ -1026,11 +1028,59 @@ upstream_stats(const struct upstream *u, struct upstream_stats *st)
 
 /* ---- the token file --------------------------------------------------- */
 
+/* RFC 6750's b64token, without its trailing "=" padding. */
+static bool
+b64token_char(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+           (ch >= '0' && ch <= '9') || ch == '-' || ch == '.' || ch == '_' ||
+           ch == '~' || ch == '+' || ch == '/';
+}
+
+/*
+ * What is wrong with `len` bytes read from a token file, or NULL when they
+ * are one token and at most one newline (cut off in *len). The answer
+ * names a rule, never the bytes: the file may hold a secret after all.
+ * Every byte counts; a NUL in particular is not an end.
+ */
+static const char *
+token_problem(const char *buf, size_t *len)
+{
+    size_t n = *len, i;
+    bool pad = false;
+
+    if (memchr(buf, '\0', n) != NULL)
+        return "holds a NUL byte";
+    if (n > 0 && buf[n - 1] == '\n')
+        n -= n > 1 && buf[n - 2] == '\r' ? 2 : 1;
+    if (n == 0)
+        return "empty";
+    if (n > UPSTREAM_TOKEN_MAX)
+        return "more than " STR(UPSTREAM_TOKEN_MAX) " characters";
+    for (i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)buf[i];
+
+        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n')
+            return "holds whitespace (only one trailing newline may "
+                   "follow the token)";
+        if (ch < 0x20 || ch == 0x7f)
+            return "holds a control character";
+        if (ch == '=' && i > 0)
+            pad = true;
+        else if (pad || !b64token_char(ch))
+            return "not a bearer token (RFC 6750: letters, digits and "
+                   "-._~+/, then = padding only)";
+    }
+    *len = n;
+    return NULL;
+}
+
 int
 upstream_read_token(const char *path, char **token, char *err, size_t errlen)
 {
     char buf[TOKEN_FILE_MAX + 1];
-    size_t len = 0, start;
+    const char *why;
+    size_t len = 0;
     struct stat sb;
     ssize_t n;
     int fd, result = -1;
@@ -1046,7 +1096,8 @@ upstream_read_token(const char *path, char **token, char *err, size_t errlen)
         snprintf(err, errlen, "%s: not a regular file", path);
         goto out;
     }
-    for (;;) {
+    /* One byte more than a token file can hold tells it is too long. */
+    while (len < sizeof(buf)) {
         n = read(fd, buf + len, sizeof(buf) - len);
         if (n < 0 && errno == EINTR)
             continue;
@@ -1057,31 +1108,16 @@ upstream_read_token(const char *path, char **token, char *err, size_t errlen)
         if (n == 0)
             break;
         len += (size_t)n;
-        if (len == sizeof(buf)) {
-            snprintf(err, errlen, "%s: larger than %d bytes", path,
-                     TOKEN_FILE_MAX);
-            goto out;
-        }
     }
-    while (len > 0 && strchr(" \t\r\n", buf[len - 1]) != NULL)
-        len--;
-    start = 0;
-    while (start < len && strchr(" \t\r\n", buf[start]) != NULL)
-        start++;
-    buf[len] = '\0';
-    if (start == len) {
-        snprintf(err, errlen, "%s: empty", path);
+    if (len == sizeof(buf))
+        why = "more than " STR(UPSTREAM_TOKEN_MAX) " characters";
+    else
+        why = token_problem(buf, &len);
+    if (why != NULL) {
+        snprintf(err, errlen, "%s: %s", path, why);
         goto out;
     }
-    if (len - start > UPSTREAM_TOKEN_MAX ||
-        !visible(buf + start, UPSTREAM_TOKEN_MAX + 1)) {
-        snprintf(err, errlen,
-                 "%s: not a token (1..%d characters, no space or control "
-                 "character)",
-                 path, UPSTREAM_TOKEN_MAX);
-        goto out;
-    }
-    *token = strdup(buf + start);
+    *token = strndup(buf, len);
     if (*token == NULL) {
         snprintf(err, errlen, "%s: out of memory", path);
         goto out;

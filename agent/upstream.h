@@ -47,8 +47,8 @@ struct upstream_opts {
     const struct header *headers; /* extra request headers */
     size_t nheaders;
     /* "Authorization: Bearer <token>"; NULL: none. Visible ASCII only
-     * (upstream_read_token gives one). Rejected together with an extra
-     * Authorization header. */
+     * (upstream_read_token gives a b64token). Rejected together with an
+     * extra Authorization header. */
     const char *token;
     /* TLS, https only; NULL: libcurl's defaults (the system CAs). */
     const char *ca_file;
@@ -133,11 +133,15 @@ struct upstream_stats {
 void upstream_stats(const struct upstream *u, struct upstream_stats *st);
 
 /*
- * Reads a bearer token from `path` (e.g. config upstream.token_file):
- * surrounding whitespace is trimmed; the rest must be 1..UPSTREAM_TOKEN_MAX
- * visible ASCII characters. Returns 0 and *token (release with
- * upstream_token_free, which wipes it), or -1 with "PATH: reason" in
- * `err`; the file's content is never quoted.
+ * Reads a bearer token from `path` (config upstream.token_file, and
+ * status.token_file through status_read_token): a regular file holding
+ * 1..UPSTREAM_TOKEN_MAX characters of RFC 6750's b64token (letters,
+ * digits, "-._~+/", then "=" padding only) and at most one trailing
+ * newline ("\n" or "\r\n"), nothing else: a NUL byte, any other
+ * whitespace or control byte, an empty or longer file is refused. Returns 0
+ * and *token (the caller's; release with upstream_token_free, which wipes
+ * it), or -1 with "PATH: reason" in `err`; the file's content is never
+ * quoted.
  */
 int upstream_read_token(const char *path, char **token, char *err,
                         size_t errlen);

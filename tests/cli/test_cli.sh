@@ -72,6 +72,27 @@ set -e
 [ "$rc" -eq 2 ] && [ "$rc2" -eq 2 ] || fail "usage errors: $rc $rc2"
 ok "usage errors exit 2"
 
+# A state_dir others could write to, or a symlink, is refused at start
+# (exit 2, one clear line), before anything is created in it.
+mkdir -p "$T/open" "$T/real"
+chmod 0777 "$T/open"
+ln -s "$T/real" "$T/link"
+for bad in open link; do
+  cat >"$T/bad-$bad.json" <<JSON
+{ "state_dir": "$T/$bad", "docker": { "socket": "$T/no-engine.sock" },
+  "status": { "listen": "off" } }
+JSON
+  set +e
+  "$BIN" -c "$T/bad-$bad.json" 2>"$T/bad-$bad.err"
+  rc=$?
+  set -e
+  [ "$rc" -eq 2 ] || fail "state_dir $bad: exit $rc, want 2 ($(cat "$T/bad-$bad.err"))"
+  grep -q "$T/$bad" "$T/bad-$bad.err" || fail "state_dir $bad: message does not name it"
+  [ ! -e "$T/$bad/reapd.lock" ] && [ ! -e "$T/real/reapd.lock" ] ||
+    fail "state_dir $bad: a lock file was created in it"
+done
+ok "a group/world-writable or symlinked state_dir is refused (exit 2)"
+
 # A running daemon with no engine: live, not ready, reloads, stops.
 port=$(( (RANDOM % 20000) + 20000 ))
 cat >"$T/good.json" <<JSON

@@ -15,6 +15,7 @@
 
 #include <cmocka.h>
 
+#include "bounds.h"
 #include "config.h"
 
 #define FIX     FIXTURES_DIR "/config/"
@@ -729,6 +730,132 @@ test_key_shown_safely(void **state)
                    "xxxxxxxxxxxxxxxxxxxxxxxx...\"");
 }
 
+/* A policy that matches label `key` (`klen` times 'k' if key is NULL)
+ * with `vlen` times 'v', as one line of a config. */
+static size_t
+label_policy(char *out, const char *name, size_t klen, size_t vlen)
+{
+    size_t n = 0;
+
+    n += (size_t)sprintf(out + n,
+                         "{\"name\": \"%s\", \"action\": \"keep\", "
+                         "\"match\": {\"labels\": {\"",
+                         name);
+    memset(out + n, 'k', klen);
+    n += klen;
+    n += (size_t)sprintf(out + n, "\": \"");
+    memset(out + n, 'v', vlen);
+    n += vlen;
+    n += (size_t)sprintf(out + n, "\"}}}");
+    return n;
+}
+
+/* Policy labels are held to bounds.h: a name of at most 1024 bytes
+ * (LIMIT_LABEL_KEY), a value of at most 512 (LIMIT_POLICY_LABEL_VALUE). */
+static void
+test_policy_label_sizes(void **state)
+{
+    static const char *const want[] = {
+        "t.json:3:54: policies[1].match.labels.kkkkkkkkkkkkkkkkkkkkkkkkkkkkk"
+        "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: label name longer than "
+        "1024 bytes",
+        "t.json:5:1082: policies[3].match.labels.kkkkkkkkkkkkkkkkkkkkkkkkkk"
+        "kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk...: value longer than 512 "
+        "bytes",
+        NULL,
+    };
+    char *text = malloc(8 * 4096);
+    struct config *cfg;
+    size_t n = 0;
+
+    (void)state;
+    assert_int_equal(LIMIT_LABEL_KEY, 1024);
+    assert_int_equal(LIMIT_POLICY_LABEL_VALUE, 512);
+    assert_non_null(text);
+    /* Line 2: both at their bound, fine. */
+    n += (size_t)sprintf(text + n, "{\"policies\": [\n");
+    n += label_policy(text + n, "a", 1024, 512);
+    /* Line 3: a name one byte too long; line 4: fine; line 5: a value
+     * one byte too long. */
+    n += (size_t)sprintf(text + n, ",\n");
+    n += label_policy(text + n, "b", 1025, 1);
+    n += (size_t)sprintf(text + n, ",\n");
+    n += label_policy(text + n, "c", 1, 512);
+    n += (size_t)sprintf(text + n, ",\n");
+    n += label_policy(text + n, "d", 1024, 513);
+    n += (size_t)sprintf(text + n, "\n]}\n");
+    text[n] = '\0';
+    expect_errors(text, want);
+
+    /* Without the two over their bounds: accepted, kept whole. */
+    n = 0;
+    n += (size_t)sprintf(text + n, "{\"policies\": [\n");
+    n += label_policy(text + n, "a", 1024, 512);
+    n += (size_t)sprintf(text + n, "\n]}\n");
+    text[n] = '\0';
+    cfg = parse_ok(text);
+    assert_int_equal(cfg->policies.items[0].nmatch_labels, 1);
+    assert_int_equal(strlen(cfg->policies.items[0].match_labels[0].key), 1024);
+    assert_int_equal(strlen(cfg->policies.items[0].match_labels[0].value),
+                     512);
+    config_free(cfg);
+    free(text);
+}
+
+/* At most 64 (LIMIT_POLICY_LABELS) distinct label names over all the
+ * policies of a config; a name several policies use counts once. */
+static void
+test_policy_label_count(void **state)
+{
+    static const char *const want[] = {
+        "t.json:4:66: policies[2].match.labels.l64: more than 64 distinct "
+        "label names in all policies together",
+        NULL,
+    };
+    char *text = malloc(64 * 1024);
+    struct config *cfg;
+    size_t n = 0, i;
+
+    (void)state;
+    assert_int_equal(LIMIT_POLICY_LABELS, 64);
+    assert_non_null(text);
+    /* Line 2: 40 names; line 3: the same 40 and 24 more (64 in all);
+     * line 4: one of those, then a 65th, then a 66th (said once). */
+    n += (size_t)sprintf(text + n, "{\"policies\": [\n"
+                                   "{\"name\": \"a\", \"action\": \"keep\", "
+                                   "\"match\": {\"labels\": {");
+    for (i = 0; i < 40; i++)
+        n +=
+            (size_t)sprintf(text + n, "%s\"l%02zu\": \"*\"", i ? ", " : "", i);
+    n += (size_t)sprintf(text + n, "}}},\n{\"name\": \"b\", \"action\": "
+                                   "\"keep\", \"match\": {\"labels\": {");
+    for (i = 0; i < 64; i++)
+        n +=
+            (size_t)sprintf(text + n, "%s\"l%02zu\": \"x\"", i ? ", " : "", i);
+    n += (size_t)sprintf(text + n, "}}},\n");
+    cfg = NULL;
+    {
+        /* Up to here (closed off): exactly 64, accepted. */
+        char *ok = malloc(n + 16);
+
+        assert_non_null(ok);
+        memcpy(ok, text, n - 2);
+        memcpy(ok + n - 2, "\n]}\n", 5);
+        cfg = parse_ok(ok);
+        assert_int_equal(cfg->policies.count, 2);
+        assert_int_equal(cfg->policies.items[1].nmatch_labels, 64);
+        config_free(cfg);
+        free(ok);
+    }
+    n += (size_t)sprintf(text + n, "{\"name\": \"c\", \"action\": "
+                                   "\"keep\", \"match\": {\"labels\": {"
+                                   "\"l07\": \"y\", \"l64\": \"z\", "
+                                   "\"l65\": \"z\"}}}\n]}\n");
+    text[n] = '\0';
+    expect_errors(text, want);
+    free(text);
+}
+
 static void
 test_many_problems_capped(void **state)
 {
@@ -968,6 +1095,8 @@ main(void)
         cmocka_unit_test(test_invalid_glob),
         cmocka_unit_test(test_glob_classes_accepted),
         cmocka_unit_test(test_policy_problems),
+        cmocka_unit_test(test_policy_label_sizes),
+        cmocka_unit_test(test_policy_label_count),
         cmocka_unit_test(test_remove_all_refused),
         cmocka_unit_test(test_remove_all_allowed),
         cmocka_unit_test(test_listen),

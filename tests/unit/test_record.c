@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
 #include "record.h"
+#include "report.h"
 
 static void
 sample(struct lc *c, struct record_meta *m, struct label *labels)
@@ -145,6 +147,17 @@ t_refused(void **state)
     expect_refused("{\"v\":1,\"state\":\"running\",\"action\":3}");
     expect_refused("{\"v\":1,\"state\":\"running\",\"name\":\"a\\u0000b\"}");
     expect_refused("{\"v\":1,\"state\":\"running\",\"task_deleted\":2}");
+    /* Every version wrote these; read as 0 they could not be written
+     * back (0 is out of their range). */
+    expect_refused("{\"v\":1,\"state\":\"running\"}");
+    expect_refused("{\"v\":1,\"state\":\"running\",\"retry_base_ms\":10,"
+                   "\"retry_max_ms\":20}");
+    expect_refused("{\"v\":1,\"state\":\"running\",\"poll_interval_ms\":5,"
+                   "\"retry_max_ms\":20}");
+    expect_refused("{\"v\":1,\"state\":\"running\",\"poll_interval_ms\":5,"
+                   "\"retry_base_ms\":10}");
+    expect_refused("{\"v\":1,\"state\":\"running\",\"poll_interval_ms\":0,"
+                   "\"retry_base_ms\":10,\"retry_max_ms\":20}");
 }
 
 static void
@@ -195,6 +208,234 @@ t_minimal_record(void **state)
     record_free(r);
 }
 
+/* ---- at and past the bounds ------------------------------------------ */
+
+/* Test data owned in one place: labels and the bytes they point into. */
+struct labset {
+    struct label *v;
+    size_t n;
+    char **mem;
+    size_t nmem;
+};
+
+static char *
+labset_text(struct labset *ls, size_t len, unsigned char fill)
+{
+    char *t = malloc(len + 1);
+
+    assert_non_null(t);
+    memset(t, fill, len);
+    t[len] = '\0';
+    ls->mem = realloc(ls->mem, (ls->nmem + 1) * sizeof(*ls->mem));
+    assert_non_null(ls->mem);
+    ls->mem[ls->nmem++] = t;
+    return t;
+}
+
+static void
+labset_free(struct labset *ls)
+{
+    size_t i;
+
+    for (i = 0; i < ls->nmem; i++)
+        free(ls->mem[i]);
+    free(ls->mem);
+    free(ls->v);
+    memset(ls, 0, sizeof(*ls));
+}
+
+/* A record written and read back; NULL (with the reason printed) when
+ * the reader refuses what the writer wrote. */
+static struct record *
+write_read(const struct lc *c, const struct record_meta *m, size_t *len)
+{
+    char err[256] = "";
+    char *json = record_to_json(c, m, len);
+    struct record *r;
+
+    assert_non_null(json);
+    assert_true(*len <= LIMIT_RECORD_BYTES);
+    r = record_parse(json, *len, err, sizeof(err));
+    free(json);
+    if (r == NULL)
+        fail_msg("record of %zu bytes not readable: %s", *len, err);
+    return r;
+}
+
+/*
+ * The most bounds.h lets a container keep: 320 (LIMIT_LABELS_STORED)
+ * labels of 393216 (LIMIT_LABELS_STORED_BYTES) bytes together, as 64
+ * labels with the longest key and value (1024 + 4096) and 256 sharing
+ * 65536 (16 + 240 each), the longest name and image; every byte one that
+ * JSON escapes as \u00XX (six bytes for one). All of it comes back.
+ */
+static void
+t_at_bounds(void **state)
+{
+    struct lc c;
+    struct record_meta m;
+    struct label two[2];
+    struct labset ls = {0};
+    struct record *r;
+    const struct record_meta *bm;
+    size_t len, i, total = 0;
+
+    (void)state;
+    assert_int_equal(LIMIT_LABELS_STORED, 320);
+    assert_int_equal(LIMIT_LABELS_STORED_BYTES, 393216);
+    sample(&c, &m, two);
+    ls.n = 320;
+    ls.v = calloc(ls.n, sizeof(*ls.v));
+    assert_non_null(ls.v);
+    for (i = 0; i < ls.n; i++) {
+        bool big = i < 64;
+        char *k = labset_text(&ls, big ? 1024 : 16, big ? 0x01 : 0x02);
+
+        k[0] = (char)(0x10 + (i >> 4 & 0xf));
+        k[1] = (char)(0x10 + (i & 0xf));
+        ls.v[i].key = k;
+        ls.v[i].value = labset_text(&ls, big ? 4096 : 240, 0x1f);
+        total += strlen(k) + strlen(ls.v[i].value);
+    }
+    assert_int_equal(total, LIMIT_LABELS_STORED_BYTES);
+    m.labels = ls.v;
+    m.nlabels = ls.n;
+    m.name = labset_text(&ls, LIMIT_NAME_BYTES, 0x01);
+    m.image = labset_text(&ls, LIMIT_IMAGE_BYTES, 0x1f);
+    m.policy = m.started_at = m.finished_at =
+        labset_text(&ls, REPORT_TEXT_MAX, 0x01);
+    r = write_read(&c, &m, &len);
+    assert_true(len > LIMIT_RECORD_BYTES - 64 * 1024);
+    bm = record_meta(r);
+    assert_int_equal(bm->nlabels, 320);
+    for (i = 0; i < 320; i++) {
+        assert_string_equal(bm->labels[i].key, ls.v[i].key);
+        assert_string_equal(bm->labels[i].value, ls.v[i].value);
+    }
+    assert_string_equal(bm->name, m.name);
+    assert_string_equal(bm->image, m.image);
+    assert_string_equal(bm->policy, m.policy);
+    assert_string_equal(bm->finished_at, m.finished_at);
+    assert_int_equal(record_lc(r)->state, LC_TASK_REAPING);
+    record_free(r);
+    labset_free(&ls);
+}
+
+/*
+ * Past every bound, through the writer: readable, cut as bounds.h says.
+ * Written out: a key over 1024 bytes and one that is not UTF-8 are
+ * dropped; "ok\xc3rest" is cut before its first byte that is not UTF-8;
+ * values of 1700 three-byte characters (5100 bytes) are cut to 1365 of
+ * them (4095 bytes, within LIMIT_LABEL_VALUE = 4096), so after
+ * "cut"="ok" (5 bytes) 95 labels of 5 + 4095 bytes fit 393216 bytes (5 +
+ * 95 * 4100 = 389505; one more: 393605). The name is cut like those
+ * values (4096 bytes at most), the image to 4096, the policy to 512.
+ * And 5000 small labels, more than any earlier reader could take: the
+ * first 320.
+ */
+static void
+t_over_bounds(void **state)
+{
+    struct lc c;
+    struct record_meta m;
+    struct label two[2];
+    struct labset ls = {0};
+    struct record *r;
+    const struct record_meta *bm;
+    char *euro, key[16];
+    size_t len, i;
+
+    (void)state;
+    assert_int_equal(LIMIT_LABEL_KEY, 1024);
+    assert_int_equal(LIMIT_LABEL_VALUE, 4096);
+    assert_int_equal(LIMIT_NAME_BYTES, 4096);
+    assert_int_equal(LIMIT_IMAGE_BYTES, 4096);
+    assert_int_equal(REPORT_TEXT_MAX, 512);
+    sample(&c, &m, two);
+    ls.n = 5000;
+    ls.v = calloc(ls.n, sizeof(*ls.v));
+    assert_non_null(ls.v);
+    euro = labset_text(&ls, 5100, 'x');
+    for (i = 0; i < 5100; i += 3)
+        memcpy(euro + i, "\xe2\x82\xac", 3);
+    ls.v[0].key = labset_text(&ls, 1025, 'k');
+    ls.v[0].value = "dropped";
+    ls.v[1].key = "bad\xff";
+    ls.v[1].value = "dropped";
+    ls.v[2].key = "cut";
+    ls.v[2].value = "ok\xc3rest";
+    for (i = 3; i < ls.n; i++) {
+        char *k = labset_text(&ls, 5, 'l');
+
+        snprintf(k, 6, "l%04u", (unsigned)(i % 10000));
+        ls.v[i].key = k;
+        ls.v[i].value = euro;
+    }
+    m.labels = ls.v;
+    m.nlabels = ls.n;
+    m.name = euro;
+    m.image = labset_text(&ls, 5000, 'i');
+    m.policy = labset_text(&ls, 600, 'p');
+    r = write_read(&c, &m, &len);
+    bm = record_meta(r);
+    assert_int_equal(bm->nlabels, 96);
+    assert_string_equal(bm->labels[0].key, "cut");
+    assert_string_equal(bm->labels[0].value, "ok");
+    for (i = 1; i < 96; i++) {
+        snprintf(key, sizeof(key), "l%04u", (unsigned)(i + 2));
+        assert_string_equal(bm->labels[i].key, key);
+        assert_int_equal(strlen(bm->labels[i].value), 4095);
+        assert_memory_equal(bm->labels[i].value, euro, 4095);
+    }
+    assert_int_equal(strlen(bm->name), 4095);
+    assert_memory_equal(bm->name, euro, 4095);
+    assert_int_equal(strlen(bm->image), 4096);
+    assert_int_equal(strlen(bm->policy), 512);
+    record_free(r);
+
+    for (i = 0; i < ls.n; i++)
+        ls.v[i].value = "v";
+    ls.v[0].key = ls.v[1].key = ls.v[2].key = "same";
+    m.name = "web-1";
+    r = write_read(&c, &m, &len);
+    bm = record_meta(r);
+    assert_int_equal(bm->nlabels, 320);
+    for (i = 0; i < 320; i++)
+        assert_string_equal(bm->labels[i].key, ls.v[i].key);
+    assert_string_equal(bm->labels[319].key, "l0319");
+    record_free(r);
+    labset_free(&ls);
+}
+
+/* A record an earlier version wrote, with 4096 labels (the most its
+ * reader took): still readable. */
+static void
+t_old_record_with_many_labels(void **state)
+{
+    size_t cap = 4096 * 32 + 256, n = 0, i;
+    char *text = malloc(cap), err[256];
+    struct record *r;
+
+    (void)state;
+    assert_non_null(text);
+    n += (size_t)snprintf(text + n, cap - n,
+                          "{\"v\":1,\"state\":\"confirming\","
+                          "\"poll_interval_ms\":500,\"retry_base_ms\":10,"
+                          "\"retry_max_ms\":20,\"labels\":{");
+    for (i = 0; i < 4096; i++)
+        n += (size_t)snprintf(text + n, cap - n, "%s\"k%zu\":\"v\"",
+                              i ? "," : "", i);
+    n += (size_t)snprintf(text + n, cap - n, "}}");
+    assert_true(n < cap);
+    r = record_parse(text, n, err, sizeof(err));
+    if (r == NULL)
+        fail_msg("refused: %s", err);
+    assert_int_equal(record_meta(r)->nlabels, 4096);
+    assert_string_equal(record_meta(r)->labels[4095].key, "k4095");
+    record_free(r);
+    free(text);
+}
+
 int
 main(void)
 {
@@ -203,6 +444,9 @@ main(void)
         cmocka_unit_test(t_refused),
         cmocka_unit_test(t_every_prefix_refused),
         cmocka_unit_test(t_minimal_record),
+        cmocka_unit_test(t_at_bounds),
+        cmocka_unit_test(t_over_bounds),
+        cmocka_unit_test(t_old_record_with_many_labels),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
  * checked for what a crash-safe log promises: whole lines only, even when
  * the disk fills up mid-line.
  */
+#define _GNU_SOURCE /* unshare */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,12 +17,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -714,30 +718,218 @@ t_log_open_fails(void **state)
     tmp_free(&t);
 }
 
+/* Whether some descriptor of this process is open on `path`, and then
+ * whether every such one is close-on-exec. */
+static bool
+open_cloexec(const char *path, bool *found)
+{
+    char link[64], target[256];
+    bool all = true;
+    int fd;
+
+    *found = false;
+    for (fd = 0; fd < 1024; fd++) {
+        ssize_t n;
+
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n < 0)
+            continue;
+        target[n] = '\0';
+        if (strcmp(target, path) != 0)
+            continue;
+        *found = true;
+        all = all && (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+    }
+    return all;
+}
+
+/* report_state_dir_check refuses `dir` with `e`, in a message that names
+ * the directory and says `why`. */
+static void
+expect_dir_refused(const char *dir, int e, const char *why)
+{
+    char err[512] = "";
+
+    errno = 0;
+    assert_int_equal(report_state_dir_check(dir, err, sizeof(err)), -1);
+    assert_int_equal(errno, e);
+    if (strstr(err, dir) == NULL || strstr(err, why) == NULL)
+        fail_msg("state_dir message \"%s\", want \"%s\"", err, why);
+}
+
+/* reports.jsonl is never reached through a symlink, and the state
+ * directory must be reapd's own: not a symlink, not writable by others,
+ * owned by the effective user. */
+static void
+t_log_open_hardened(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    char other[128], link[160];
+    struct stat st;
+    bool found;
+    int fd;
+
+    (void)state;
+    tmp_new(&t);
+    snprintf(other, sizeof(other), "%s/elsewhere", t.dir);
+    fd = open(other, O_CREAT | O_WRONLY, 0600);
+    assert_true(fd >= 0);
+    close(fd);
+
+    /* reports.jsonl a symlink: refused, its target left alone. */
+    assert_int_equal(symlink(other, t.path), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(stat(other, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    unlink(t.path);
+    /* A dangling one too: nothing is created where it points. */
+    snprintf(link, sizeof(link), "%s/nowhere", t.dir);
+    assert_int_equal(symlink(link, t.path), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(access(link, F_OK), -1);
+    unlink(t.path);
+
+    /* The state directory a symlink to a good one: refused. */
+    snprintf(link, sizeof(link), "%s.link", t.dir);
+    assert_int_equal(symlink(t.dir, link), 0);
+    errno = 0;
+    assert_null(report_log_open(link));
+    assert_int_equal(errno, ELOOP);
+    assert_int_equal(access(t.path, F_OK), -1);
+    expect_dir_refused(link, ELOOP, "is a symlink");
+    unlink(link);
+    expect_dir_refused(link, ENOENT, strerror(ENOENT));
+
+    /* Writable by the group or by everyone (even with the sticky bit,
+     * as /tmp is): refused. */
+    assert_int_equal(chmod(t.dir, 0770), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, EPERM);
+    expect_dir_refused(t.dir, EPERM, "writable by its group (mode 0770)");
+    assert_int_equal(chmod(t.dir, 01777), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, EPERM);
+    expect_dir_refused(t.dir, EPERM, "writable by everyone (mode 1777)");
+    assert_int_equal(chmod(t.dir, 0702), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, EPERM);
+    expect_dir_refused(t.dir, EPERM, "writable by everyone (mode 0702)");
+    assert_int_equal(access(t.path, F_OK), -1);
+
+    /* Owned by another user: refused. Only root can give it away. */
+    if (geteuid() == 0) {
+        assert_int_equal(chmod(t.dir, 0750), 0);
+        assert_int_equal(chown(t.dir, 65534, 65534), 0);
+        errno = 0;
+        assert_null(report_log_open(t.dir));
+        assert_int_equal(errno, EPERM);
+        expect_dir_refused(t.dir, EPERM, "owned by uid 65534");
+        assert_int_equal(chown(t.dir, 0, 0), 0);
+    }
+
+    /* Readable by others is fine (0755, 0750), and the file is opened
+     * close-on-exec. */
+    assert_int_equal(chmod(t.dir, 0755), 0);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    assert_true(open_cloexec(t.path, &found));
+    assert_true(found);
+    report_log_close(rl);
+    assert_int_equal(chmod(t.dir, 0750), 0);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    report_log_close(rl);
+    assert_int_equal(report_state_dir_check(t.dir, link, sizeof(link)), 0);
+    /* A trailing slash names the same directory. */
+    snprintf(link, sizeof(link), "%s/", t.dir);
+    rl = report_log_open(link);
+    assert_non_null(rl);
+    assert_string_equal(report_log_path(rl), t.path);
+    report_log_close(rl);
+    /* reports.jsonl something else than a file (a FIFO would take the
+     * lines and lose them). */
+    unlink(t.path);
+    assert_int_equal(mkfifo(t.path, 0600), 0);
+    errno = 0;
+    assert_null(report_log_open(t.dir));
+    assert_int_equal(errno, EINVAL);
+    unlink(other);
+    tmp_free(&t);
+}
+
+/* In a child: a tiny file system of its own on t->dir (a private mount
+ * namespace), filled up; then an append must fail with ENOSPC and leave
+ * no partial line behind. 0 if so, 77 if no file system could be
+ * mounted, else what went wrong. */
+static int
+disk_full_child(const struct tmp *t)
+{
+    static char fill[4096];
+    struct report r = full_report();
+    struct report_log *rl;
+    char path[160];
+    struct stat st;
+    size_t len;
+    char *s;
+    int fd, rc;
+
+    if (unshare(CLONE_NEWNS) != 0 ||
+        mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+        mount("tmpfs", t->dir, "tmpfs", 0, "size=64k,mode=0700") != 0)
+        return 77;
+    snprintf(path, sizeof(path), "%s/fill", t->dir);
+    fd = open(path, O_CREAT | O_WRONLY, 0600);
+    if (fd < 0)
+        return 10;
+    while (write(fd, fill, sizeof(fill)) > 0)
+        ;
+    close(fd);
+    rl = report_log_open(t->dir);
+    if (rl == NULL)
+        return 11;
+    s = report_to_json(&r, &len);
+    errno = 0;
+    rc = report_log_append(rl, s, len);
+    free(s);
+    if (rc != -1)
+        return 12;
+    if (errno != ENOSPC)
+        return 13;
+    report_log_close(rl);
+    if (stat(t->path, &st) != 0 || st.st_size != 0)
+        return 14;
+    return 0;
+}
+
 /* The disk is full: the append fails with ENOSPC. */
 static void
 t_log_disk_full(void **state)
 {
     struct tmp t;
-    struct report_log *rl;
-    struct report r = full_report();
-    size_t len;
-    char *s;
+    int status;
+    pid_t pid;
 
     (void)state;
-    if (access("/dev/full", W_OK) != 0)
-        skip();
     tmp_new(&t);
-    assert_int_equal(symlink("/dev/full", t.path), 0);
-    rl = report_log_open(t.dir);
-    assert_non_null(rl);
-    s = report_to_json(&r, &len);
-    errno = 0;
-    assert_int_equal(report_log_append(rl, s, len), -1);
-    assert_int_equal(errno, ENOSPC);
-    free(s);
-    report_log_close(rl);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(disk_full_child(&t));
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
     tmp_free(&t);
+    if (WEXITSTATUS(status) == 77)
+        skip(); /* no CAP_SYS_ADMIN: cannot make a small file system */
+    assert_int_equal(WEXITSTATUS(status), 0);
 }
 
 /*
@@ -920,6 +1112,307 @@ t_log_replay_torn_and_bad(void **state)
     tmp_free(&t);
 }
 
+/* ---- the journal at its bounds -------------------------------------- */
+
+/* Test data owned in one place: labels and the bytes they point into. */
+struct labset {
+    struct label *v;
+    size_t n;
+    char **mem;
+    size_t nmem;
+};
+
+static char *
+labset_text(struct labset *ls, size_t len, unsigned char fill)
+{
+    char *t = malloc(len + 1);
+
+    assert_non_null(t);
+    memset(t, fill, len);
+    t[len] = '\0';
+    ls->mem = realloc(ls->mem, (ls->nmem + 1) * sizeof(*ls->mem));
+    assert_non_null(ls->mem);
+    ls->mem[ls->nmem++] = t;
+    return t;
+}
+
+static void
+labset_free(struct labset *ls)
+{
+    size_t i;
+
+    for (i = 0; i < ls->nmem; i++)
+        free(ls->mem[i]);
+    free(ls->mem);
+    free(ls->v);
+    memset(ls, 0, sizeof(*ls));
+}
+
+/*
+ * The most bounds.h lets a container keep: LIMIT_LABELS_STORED labels of
+ * LIMIT_LABELS_STORED_BYTES together, as LIMIT_POLICY_LABELS labels with
+ * the longest key and value and LIMIT_LABELS labels sharing
+ * LIMIT_LABEL_BYTES; every byte one that JSON escapes as \u00XX (six
+ * bytes for one). Keys differ in their first two bytes.
+ */
+static void
+labset_max(struct labset *ls)
+{
+    size_t i, total = 0;
+
+    /* The arithmetic below, written out. */
+    assert_int_equal(LIMIT_LABELS_STORED, 320);
+    assert_int_equal(LIMIT_LABELS_STORED_BYTES, 393216);
+    ls->n = 320;
+    ls->v = calloc(ls->n, sizeof(*ls->v));
+    assert_non_null(ls->v);
+    for (i = 0; i < ls->n; i++) {
+        bool big = i < 64;
+        char *k = labset_text(ls, big ? 1024 : 16, big ? 0x01 : 0x02);
+
+        k[0] = (char)(0x10 + (i >> 4 & 0xf));
+        k[1] = (char)(0x10 + (i & 0xf));
+        ls->v[i].key = k;
+        ls->v[i].value = labset_text(ls, big ? 4096 : 240, 0x1f);
+        total += strlen(ls->v[i].key) + strlen(ls->v[i].value);
+    }
+    assert_int_equal(total, LIMIT_LABELS_STORED_BYTES);
+}
+
+/* The reader's view of a line: bounded as a reader of bounds.h's
+ * records must be, never more. */
+static struct json_node *
+parse_line(const char *line, size_t len)
+{
+    struct json_limits lim = {.max_bytes = LIMIT_RECORD_BYTES,
+                              .max_depth = 8,
+                              .max_items = 4096,
+                              .max_string = 64 * 1024};
+    char err[256] = "";
+    struct json_node *root =
+        json_parse(line, len, &lim, 0, err, sizeof(err), NULL);
+
+    if (root == NULL)
+        fail_msg("line not readable: %s", err);
+    return root;
+}
+
+/* Writes `r` to a fresh reports.jsonl and reads it back as a restart
+ * does; the line (caller frees) and its length. */
+static char *
+journal_round_trip(const struct report *r, size_t *len)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct seen sn = {0};
+    int64_t end;
+    size_t flen;
+    char *s = report_to_json(r, len), *back;
+
+    assert_non_null(s);
+    assert_true(*len <= LIMIT_RECORD_BYTES);
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    assert_int_equal(report_log_append(rl, s, *len), 0);
+    report_log_close(rl);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    assert_int_equal(report_log_replay(rl, 0, on_line, &sn, &end), 0);
+    assert_int_equal(sn.n, 1); /* not skipped as over-long */
+    assert_int_equal(sn.lens[0], *len);
+    assert_string_equal(sn.ids[0], r->report_id);
+    assert_int_equal(end, (int64_t)*len + 1);
+    report_log_close(rl);
+    back = slurp(t.path, &flen);
+    tmp_free(&t);
+    assert_int_equal(flen, *len + 1);
+    assert_memory_equal(back, s, *len);
+    free(back);
+    return s;
+}
+
+/* The label `key` of a parsed line, with its value, or fail. */
+static const struct json_node *
+label_of(const struct json_node *labels, const char *key)
+{
+    const struct json_node *v = json_get(labels, key);
+
+    if (v == NULL || v->type != JSON_STRING)
+        fail_msg("label %.16s... missing", key);
+    return v;
+}
+
+/* Everything at its bound at once, and every byte escaped six-fold: the
+ * line fits LIMIT_RECORD_BYTES, goes through the journal and comes back
+ * byte for byte, every label intact. */
+static void
+t_journal_at_bounds(void **state)
+{
+    struct report r = full_report();
+    struct labset ls = {0};
+    const char *anomalies[32];
+    struct json_node *root;
+    const struct json_node *l;
+    char *text, *s;
+    size_t len, i;
+
+    (void)state;
+    labset_max(&ls);
+    r.labels = ls.v;
+    r.nlabels = ls.n;
+    r.name = labset_text(&ls, LIMIT_NAME_BYTES, 0x01);
+    r.image = labset_text(&ls, LIMIT_IMAGE_BYTES, 0x1f);
+    text = labset_text(&ls, REPORT_TEXT_MAX, 0x01);
+    r.node = r.policy = r.started_at = r.finished_at = text;
+    r.action = r.exit_code_source = r.removed_by = r.reported_at = text;
+    for (i = 0; i < 32; i++)
+        anomalies[i] = labset_text(&ls, REPORT_ANOMALY_MAX, 0x01);
+    r.anomalies = anomalies;
+    r.nanomalies = 32;
+    report_make_id(&r, "at-bounds");
+    s = journal_round_trip(&r, &len);
+    /* Nearly all of the bound is used: the test is at the edge. */
+    assert_true(len > LIMIT_RECORD_BYTES - 64 * 1024);
+    root = parse_line(s, len);
+    l = member(root, "labels", JSON_OBJECT);
+    assert_int_equal(l->count, 320);
+    for (i = 0; i < ls.n; i++) {
+        const struct json_node *v = label_of(l, ls.v[i].key);
+
+        assert_int_equal(v->len, strlen(ls.v[i].value));
+        assert_memory_equal(v->str, ls.v[i].value, v->len);
+    }
+    assert_string_equal(str_of(root, "name"), r.name);
+    assert_string_equal(str_of(root, "image"), r.image);
+    assert_string_equal(str_of(root, "node"), text);
+    assert_int_equal(member(root, "anomalies", JSON_ARRAY)->count, 32);
+    json_free(root);
+    free(s);
+    labset_free(&ls);
+}
+
+/*
+ * Past every bound, through the writer: the line is still one a reader
+ * takes, cut as bounds.h says. Written out: a key over LIMIT_LABEL_KEY
+ * (1024) and a key that is not UTF-8 are dropped; a value is cut before
+ * its first byte that is not UTF-8 ("ok"); values of 1700 three-byte
+ * characters (5100 bytes) are cut to 1365 of them (4095 bytes, the last
+ * whole one within LIMIT_LABEL_VALUE), so with "cut"="ok" (5 bytes) and
+ * keys of 5 bytes, 95 of them fit LIMIT_LABELS_STORED_BYTES (393216):
+ * 5 + 95 * 4100 = 389505, one more would be 393605. The name is cut like
+ * those values, the image to 4096 bytes, other texts to 512, and 32 of
+ * 40 anomalies are kept.
+ */
+static void
+t_journal_over_bounds(void **state)
+{
+    struct report r = full_report();
+    struct labset ls = {0};
+    const char *anomalies[40];
+    struct json_node *root;
+    const struct json_node *l, *v;
+    char *euro, *s, key[16];
+    size_t len, i;
+
+    (void)state;
+    assert_int_equal(LIMIT_LABEL_KEY, 1024);
+    assert_int_equal(LIMIT_LABEL_VALUE, 4096);
+    assert_int_equal(LIMIT_NAME_BYTES, 4096);
+    assert_int_equal(LIMIT_IMAGE_BYTES, 4096);
+    assert_int_equal(REPORT_TEXT_MAX, 512);
+    ls.n = 5000;
+    ls.v = calloc(ls.n, sizeof(*ls.v));
+    assert_non_null(ls.v);
+    euro = labset_text(&ls, 5100, 'x');
+    for (i = 0; i < 5100; i += 3)
+        memcpy(euro + i, "\xe2\x82\xac", 3);
+    ls.v[0].key = labset_text(&ls, 1025, 'k');
+    ls.v[0].value = "dropped";
+    ls.v[1].key = "bad\xff";
+    ls.v[1].value = "dropped";
+    ls.v[2].key = "cut";
+    ls.v[2].value = "ok\xc3rest";
+    for (i = 3; i < ls.n; i++) {
+        char *k = labset_text(&ls, 5, 'l');
+
+        snprintf(k, 6, "l%04u", (unsigned)(i % 10000));
+        ls.v[i].key = k;
+        ls.v[i].value = euro;
+    }
+    r.labels = ls.v;
+    r.nlabels = ls.n;
+    r.name = euro;
+    r.image = labset_text(&ls, 5000, 'i');
+    r.node = labset_text(&ls, 600, 'n');
+    for (i = 0; i < 40; i++)
+        anomalies[i] = "delete_retried";
+    r.anomalies = anomalies;
+    r.nanomalies = 40;
+    report_make_id(&r, "over-bounds");
+    s = journal_round_trip(&r, &len);
+    root = parse_line(s, len);
+    l = member(root, "labels", JSON_OBJECT);
+    assert_int_equal(l->count, 96);
+    assert_string_equal(l->items[0]->key, "cut");
+    assert_string_equal(json_string(l->items[0]), "ok");
+    for (i = 1; i < 96; i++) {
+        snprintf(key, sizeof(key), "l%04zu", i + 2);
+        assert_string_equal(l->items[i]->key, key);
+        v = l->items[i];
+        assert_int_equal(v->len, 4095);
+        assert_memory_equal(v->str, euro, 4095);
+    }
+    assert_int_equal(strlen(str_of(root, "name")), 4095);
+    assert_memory_equal(str_of(root, "name"), euro, 4095);
+    assert_int_equal(strlen(str_of(root, "image")), 4096);
+    assert_int_equal(strlen(str_of(root, "node")), 512);
+    assert_int_equal(member(root, "anomalies", JSON_ARRAY)->count, 32);
+    json_free(root);
+    free(s);
+    labset_free(&ls);
+}
+
+/* More labels than a container keeps (the 4096 an earlier reader could
+ * not get past, and more): the first LIMIT_LABELS_STORED (320) are
+ * written, the line is readable. */
+static void
+t_journal_many_labels(void **state)
+{
+    struct report r = full_report();
+    struct labset ls = {0};
+    struct json_node *root;
+    const struct json_node *l;
+    char key[16], *s;
+    size_t len, i;
+
+    (void)state;
+    ls.n = 5000;
+    ls.v = calloc(ls.n, sizeof(*ls.v));
+    assert_non_null(ls.v);
+    for (i = 0; i < ls.n; i++) {
+        char *k = labset_text(&ls, 5, 'k');
+
+        snprintf(k, 6, "k%04u", (unsigned)(i % 10000));
+        ls.v[i].key = k;
+        ls.v[i].value = "v";
+    }
+    r.labels = ls.v;
+    r.nlabels = ls.n;
+    report_make_id(&r, "many");
+    s = journal_round_trip(&r, &len);
+    root = parse_line(s, len);
+    l = member(root, "labels", JSON_OBJECT);
+    assert_int_equal(l->count, 320);
+    for (i = 0; i < 320; i++) {
+        snprintf(key, sizeof(key), "k%04zu", i);
+        assert_string_equal(l->items[i]->key, key);
+    }
+    json_free(root);
+    free(s);
+    labset_free(&ls);
+}
+
 int
 main(void)
 {
@@ -936,10 +1429,14 @@ main(void)
         cmocka_unit_test(t_log_append),
         cmocka_unit_test(t_log_two_writers),
         cmocka_unit_test(t_log_open_fails),
+        cmocka_unit_test(t_log_open_hardened),
         cmocka_unit_test(t_log_disk_full),
         cmocka_unit_test(t_log_torn_line_cut),
         cmocka_unit_test(t_log_replay),
         cmocka_unit_test(t_log_replay_torn_and_bad),
+        cmocka_unit_test(t_journal_at_bounds),
+        cmocka_unit_test(t_journal_over_bounds),
+        cmocka_unit_test(t_journal_many_labels),
     };
 
     signal(SIGPIPE, SIG_IGN);

@@ -398,7 +398,9 @@ t_newer_version_refused(void **state)
     assert_int_equal(raw_int(dir, "PRAGMA user_version"), 99);
     assert_int_equal(raw_int(dir, "SELECT count(*) FROM reports"), 1);
 
-    raw_exec(dir, "PRAGMA user_version = 1");
+    snprintf(err, sizeof(err), "PRAGMA user_version = %d",
+             STORE_SCHEMA_VERSION);
+    raw_exec(dir, err);
     st = must_open(dir);
     assert_int_equal(store_close(st), STORE_OK);
     tmpdir_free(dir);
@@ -520,6 +522,278 @@ t_migration_atomic(void **state)
     assert_int_equal(store_close(st), STORE_OK);
     assert_int_equal(raw_int(dir, "PRAGMA user_version"),
                      STORE_SCHEMA_VERSION);
+    tmpdir_free(dir);
+}
+
+/* The schema as version 1 shipped it, written out: what an existing
+ * database looks like before this reapd migrates it. */
+static const char SCHEMA_V1[] =
+    "CREATE TABLE meta (name TEXT PRIMARY KEY NOT NULL,"
+    " value INTEGER NOT NULL) WITHOUT ROWID;"
+    "INSERT INTO meta(name, value) VALUES ('report_seq', 0);"
+    "CREATE TABLE reports (report_id TEXT PRIMARY KEY NOT NULL,"
+    " container_id TEXT NOT NULL, seq INTEGER NOT NULL UNIQUE,"
+    " body TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'pending'"
+    " CHECK (state IN ('pending', 'delivered', 'dead')),"
+    " attempts INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),"
+    " next_attempt_ms INTEGER NOT NULL, last_error TEXT,"
+    " created_ms INTEGER NOT NULL, delivered_ms INTEGER,"
+    " head INTEGER NOT NULL DEFAULT 0 CHECK (head IN (0, 1)));"
+    "CREATE INDEX reports_heads ON reports(seq, next_attempt_ms)"
+    " WHERE head = 1;"
+    "CREATE INDEX reports_pending ON reports(container_id, seq)"
+    " WHERE state = 'pending';"
+    "CREATE INDEX reports_state_seq ON reports(state, seq);"
+    "CREATE TRIGGER reports_next_head AFTER UPDATE OF state ON reports"
+    " WHEN OLD.state = 'pending' AND NEW.state <> 'pending'"
+    " BEGIN"
+    " UPDATE reports SET head = 0 WHERE report_id = NEW.report_id;"
+    " UPDATE reports SET head = 1 WHERE seq = (SELECT min(seq)"
+    " FROM reports WHERE container_id = NEW.container_id"
+    " AND state = 'pending');"
+    " END;"
+    "CREATE TABLE containers (id TEXT PRIMARY KEY NOT NULL,"
+    " record TEXT NOT NULL, updated_ms INTEGER NOT NULL);"
+    "CREATE TABLE checkpoints (key TEXT PRIMARY KEY NOT NULL,"
+    " value INTEGER NOT NULL);"
+    /* A dead letter, a delivered report, two pending of one container
+     * (the first is its head), a record and a checkpoint. */
+    "INSERT INTO reports VALUES"
+    " ('00000000000000000000000000000001', 'c1', 1, '{}', 'dead', 1, 0,"
+    "  'HTTP 400: bad', 10, NULL, 0),"
+    " ('00000000000000000000000000000002', 'c1', 2, '{}', 'delivered', 1,"
+    "  0, NULL, 11, 12, 0),"
+    " ('00000000000000000000000000000003', 'c2', 3, '{\"n\":3}', 'pending',"
+    "  0, 0, NULL, 13, NULL, 1),"
+    " ('00000000000000000000000000000004', 'c2', 4, '{\"n\":4}', 'pending',"
+    "  0, 0, NULL, 14, NULL, 0);"
+    "UPDATE meta SET value = 4 WHERE name = 'report_seq';"
+    "INSERT INTO containers VALUES ('c9', '{\"v\":1}', 15);"
+    "INSERT INTO checkpoints VALUES ('events', 42);"
+    "PRAGMA user_version = 1;";
+
+/* A version 1 database is migrated in place: nothing is lost, its dead
+ * letter says it was rejected, and the outbox goes on as before. */
+static void
+t_migrate_v1(void **state)
+{
+    char dir[64];
+    struct store_containers all;
+    struct store_report r;
+    struct store *st;
+    int64_t v = 0;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    write_file(dir, "", 0, 0, true);
+    raw_exec(dir, SCHEMA_V1);
+    st = must_open(dir);
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"), 2);
+    assert_int_equal(store_check(st), STORE_OK);
+
+    assert_int_equal(get(st, 1, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_DEAD);
+    assert_int_equal(r.dead_reason, STORE_DEAD_REJECTED);
+    assert_string_equal(r.last_error, "HTTP 400: bad");
+    store_report_clear(&r);
+    assert_int_equal(get(st, 2, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_DELIVERED);
+    assert_int_equal(r.dead_reason, STORE_DEAD_NONE);
+    assert_int_equal(r.delivered_ms, 12);
+    store_report_clear(&r);
+    assert_int_equal(store_get_containers(st, &all), STORE_OK);
+    assert_int_equal(all.n, 1);
+    assert_string_equal(all.v[0].json, "{\"v\":1}");
+    store_containers_free(&all);
+    assert_int_equal(store_get_checkpoint(st, "events", &v), STORE_OK);
+    assert_int_equal(v, 42);
+
+    /* The outbox goes on: report 3 is due, then dead (a reason of the
+     * new kind: no attempt counted); report 4 is due next. */
+    {
+        char due[64];
+
+        due_str(st, 100, 10, due, sizeof(due));
+        assert_string_equal(due, "3");
+        assert_int_equal(
+            store_mark_dead_reason(st, "00000000000000000000000000000003",
+                                   STORE_DEAD_TOO_LARGE, "too big"),
+            STORE_OK);
+        due_str(st, 100, 10, due, sizeof(due));
+        assert_string_equal(due, "4");
+    }
+    assert_int_equal(get(st, 3, &r), STORE_OK);
+    assert_int_equal(r.dead_reason, STORE_DEAD_TOO_LARGE);
+    assert_int_equal(r.attempts, 0);
+    store_report_clear(&r);
+    /* Sequence numbers go on from the old counter. */
+    assert_int_equal(add(st, 5, 3, 200), STORE_OK);
+    assert_int_equal(get(st, 5, &r), STORE_OK);
+    assert_int_equal(r.seq, 5);
+    store_report_clear(&r);
+    assert_int_equal(store_check(st), STORE_OK);
+    assert_int_equal(store_close(st), STORE_OK);
+
+    /* Reopened: no migration runs again. */
+    st = must_open(dir);
+    assert_int_equal(raw_int(dir, "PRAGMA user_version"), 2);
+    assert_int_equal(store_close(st), STORE_OK);
+    tmpdir_free(dir);
+}
+
+/* Each reason a report can die for, as stored and listed; what the
+ * operator's requeue (docs/runbook.md) does to it. */
+static void
+t_dead_reasons(void **state)
+{
+    struct fx *f = *state;
+    char id[STORE_REPORT_ID_MAX + 1];
+    struct store_reports l;
+    struct store_counts c;
+    struct store_report r;
+
+    assert_string_equal(store_dead_reason_name(STORE_DEAD_REJECTED),
+                        "rejected");
+    assert_string_equal(store_dead_reason_name(STORE_DEAD_TOO_LARGE),
+                        "too_large");
+    assert_string_equal(store_dead_reason_name(STORE_DEAD_INVALID), "invalid");
+    assert_null(store_dead_reason_name(STORE_DEAD_NONE));
+    assert_int_equal(add(f->st, 1, 1, 10), STORE_OK);
+    assert_int_equal(add(f->st, 2, 2, 10), STORE_OK);
+    assert_int_equal(add(f->st, 3, 3, 10), STORE_OK);
+    assert_int_equal(add(f->st, 4, 4, 10), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 1, "HTTP 422: no"), STORE_OK);
+    rid(id, 2);
+    assert_int_equal(
+        store_mark_dead_reason(f->st, id, STORE_DEAD_TOO_LARGE, "big"),
+        STORE_OK);
+    rid(id, 3);
+    assert_int_equal(
+        store_mark_dead_reason(f->st, id, STORE_DEAD_INVALID, NULL), STORE_OK);
+    /* No reason is no dead letter; a dead one stays as it is. */
+    rid(id, 4);
+    assert_int_equal(store_mark_dead_reason(f->st, id, STORE_DEAD_NONE, "x"),
+                     STORE_INVALID);
+    rid(id, 3);
+    assert_int_equal(
+        store_mark_dead_reason(f->st, id, STORE_DEAD_REJECTED, "again"),
+        STORE_NOT_FOUND);
+
+    assert_int_equal(store_recent(f->st, 10, false, &l), STORE_OK);
+    assert_int_equal(l.n, 4);
+    assert_int_equal(l.v[0].state, STORE_PENDING); /* newest first */
+    assert_int_equal(l.v[0].dead_reason, STORE_DEAD_NONE);
+    assert_int_equal(l.v[1].dead_reason, STORE_DEAD_INVALID);
+    assert_null(l.v[1].last_error);
+    assert_int_equal(l.v[1].attempts, 0);
+    assert_int_equal(l.v[2].dead_reason, STORE_DEAD_TOO_LARGE);
+    assert_string_equal(l.v[2].last_error, "big");
+    assert_int_equal(l.v[2].attempts, 0);
+    assert_int_equal(l.v[3].dead_reason, STORE_DEAD_REJECTED);
+    assert_string_equal(l.v[3].last_error, "HTTP 422: no");
+    assert_int_equal(l.v[3].attempts, 1);
+    store_reports_free(&l);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.dead, 3);
+    assert_int_equal(c.pending, 1);
+    assert_int_equal(store_check(f->st), STORE_OK);
+
+    /* The runbook's requeue, behind the store's back: the reason goes
+     * with the state, and the invariants hold. */
+    reopen(f);
+    raw_exec(f->dir,
+             "BEGIN IMMEDIATE;"
+             "UPDATE reports SET state = 'pending', next_attempt_ms = 0,"
+             " last_error = NULL WHERE report_id ="
+             " '00000000000000000000000000000002' AND state = 'dead';"
+             "UPDATE reports SET head = coalesce(seq = (SELECT min(seq)"
+             " FROM reports AS r WHERE r.container_id ="
+             " reports.container_id AND r.state = 'pending'), 0)"
+             " WHERE container_id = (SELECT container_id FROM reports"
+             " WHERE report_id = '00000000000000000000000000000002');"
+             "COMMIT;");
+    assert_int_equal(get(f->st, 2, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_PENDING);
+    assert_int_equal(r.dead_reason, STORE_DEAD_NONE);
+    store_report_clear(&r);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    /* A dead letter without a reason is caught. */
+    raw_exec(f->dir, "UPDATE reports SET dead_reason = NULL WHERE seq = 1");
+    assert_int_equal(store_check(f->st), STORE_CORRUPT);
+    assert_non_null(strstr(store_errmsg(f->st), "dead_reason"));
+}
+
+/* Whether some descriptor of this process is open on `path`; then
+ * whether every such one is close-on-exec. */
+static bool
+open_cloexec(const char *path, bool *found)
+{
+    char link[64], target[256];
+    bool all = true;
+    int fd;
+
+    *found = false;
+    for (fd = 0; fd < 1024; fd++) {
+        ssize_t n;
+
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+        n = readlink(link, target, sizeof(target) - 1);
+        if (n < 0)
+            continue;
+        target[n] = '\0';
+        if (strcmp(target, path) != 0)
+            continue;
+        *found = true;
+        all = all && (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+    }
+    return all;
+}
+
+/* Every file of the database is opened close-on-exec and never through
+ * a symlink: the WAL and shared-memory files either. */
+static void
+t_files_hardened(void **state)
+{
+    static const char *const names[] = {"reapd.db", "reapd.db-wal",
+                                        "reapd.db-shm"};
+    char dir[64], path[128], target[128], err[512];
+    struct store *st;
+    struct stat sb;
+    bool found;
+    size_t i;
+    int r;
+
+    (void)state;
+    tmpdir_new(dir, sizeof(dir));
+    st = must_open(dir);
+    assert_int_equal(add(st, 1, 1, 1), STORE_OK);
+    for (i = 0; i < 3; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        assert_true(open_cloexec(path, &found));
+        assert_true(found);
+    }
+    assert_int_equal(store_close(st), STORE_OK);
+
+    snprintf(target, sizeof(target), "%s/target", dir);
+    for (i = 1; i < 3; i++) {
+        rm_db(dir);
+        st = must_open(dir);
+        assert_int_equal(store_close(st), STORE_OK);
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        unlink(path);
+        assert_int_equal(symlink(target, path), 0);
+        st = NULL;
+        r = store_open(dir, &st, err, sizeof(err));
+        if (r == STORE_OK) {
+            /* Opened; then the first write must fail, not follow it. */
+            r = add(st, 1, 1, 1);
+            assert_int_equal(store_close(st), STORE_OK);
+        }
+        assert_true(r < 0);
+        assert_int_equal(lstat(target, &sb), -1);
+        unlink(path);
+    }
+    rm_db(dir);
     tmpdir_free(dir);
 }
 
@@ -1200,6 +1474,7 @@ static void
 t_pending_bounds(void **state)
 {
     struct fx *f = *state;
+    const size_t rec = (size_t)1 << 20;
     char key[32];
     char *big;
     unsigned i;
@@ -1219,15 +1494,17 @@ t_pending_bounds(void **state)
     assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM checkpoints"),
                      STORE_PENDING_MAX + 1);
 
-    /* The bytes bound: 1 MiB records until 64 MiB are waiting. */
-    big = malloc(STORE_RECORD_MAX);
+    /* The bytes bound: 1 MiB records until 64 MiB are waiting (a size
+     * that divides the bound, so it is reached exactly). */
+    assert_true(rec <= STORE_RECORD_MAX);
+    assert_int_equal(STORE_PENDING_BYTES_MAX % rec, 0);
+    big = malloc(rec);
     assert_non_null(big);
-    memset(big, '1', STORE_RECORD_MAX);
-    for (i = 0; i < STORE_PENDING_BYTES_MAX / STORE_RECORD_MAX; i++) {
+    memset(big, '1', rec);
+    for (i = 0; i < STORE_PENDING_BYTES_MAX / rec; i++) {
         snprintf(key, sizeof(key), "c%u", i);
-        assert_int_equal(
-            store_put_container(f->st, key, big, STORE_RECORD_MAX, 1),
-            STORE_OK);
+        assert_int_equal(store_put_container(f->st, key, big, rec, 1),
+                         STORE_OK);
     }
     assert_int_equal(store_put_container(f->st, "c-last", big, 1, 1),
                      STORE_FULL);
@@ -1237,7 +1514,7 @@ t_pending_bounds(void **state)
                      STORE_OK);
     free(big);
     /* Not flushed: teardown's store_close writes 65 MiB. Drop them. */
-    for (i = 0; i < STORE_PENDING_BYTES_MAX / STORE_RECORD_MAX; i++) {
+    for (i = 0; i < STORE_PENDING_BYTES_MAX / rec; i++) {
         snprintf(key, sizeof(key), "c%u", i);
         assert_int_equal(store_delete_container(f->st, key), STORE_OK);
     }
@@ -1686,8 +1963,11 @@ main(void)
         cmocka_unit_test(t_newer_version_refused),
         cmocka_unit_test(t_corrupt_file),
         cmocka_unit_test(t_migration_atomic),
+        cmocka_unit_test(t_migrate_v1),
+        cmocka_unit_test(t_files_hardened),
         cmocka_unit_test(t_busy),
         T(t_duplicate),
+        T(t_dead_reasons),
         T(t_add_delivered),
         T(t_invalid_input),
         T(t_due_order),

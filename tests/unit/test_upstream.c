@@ -1443,22 +1443,22 @@ t_read_token(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/token", dir);
     snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
-    write_file(path, " \t" TOKEN "\r\n\n", strlen(TOKEN) + 5);
+    write_file(path, TOKEN "\n", strlen(TOKEN) + 1);
     assert_int_equal(upstream_read_token(path, &tok, err, sizeof(err)), 0);
     assert_string_equal(tok, TOKEN);
     upstream_token_free(tok);
 
     write_file(path, "\n \n", 3);
-    expect_token_error(path, "empty");
+    expect_token_error(path, "whitespace");
     write_file(path, "SeCrEt with space", 17);
-    expect_token_error(path, "not a token");
+    expect_token_error(path, "whitespace");
     write_file(path, "SeCrEt\x01", 7);
-    expect_token_error(path, "not a token");
+    expect_token_error(path, "control");
     memset(big, 'a', sizeof(big));
     write_file(path, big, UPSTREAM_TOKEN_MAX + 1);
-    expect_token_error(path, "not a token");
+    expect_token_error(path, "more than 4096 characters");
     write_file(path, big, sizeof(big));
-    expect_token_error(path, "larger than");
+    expect_token_error(path, "more than 4096 characters");
     write_file(path, big, UPSTREAM_TOKEN_MAX);
     assert_int_equal(upstream_read_token(path, &tok, err, sizeof(err)), 0);
     assert_int_equal(strlen(tok), UPSTREAM_TOKEN_MAX);
@@ -1470,6 +1470,91 @@ t_read_token(void **state)
     assert_int_equal(mkfifo(fifo, 0600), 0);
     expect_token_error(fifo, "not a regular file");
     unlink(fifo);
+    rmdir(dir);
+}
+
+/* The file's content is checked byte by byte (RFC 6750's b64token, one
+ * optional trailing newline); whatever is refused, the error names the
+ * file and the rule, never the content. */
+static void
+t_read_token_strict(void **state)
+{
+    static const struct {
+        const char *text;
+        size_t len;
+        const char *why;
+    } bad[] = {
+        {"SeCrEt\0rest", 11, "NUL byte"},
+        {"SeCrEt\0", 7, "NUL byte"},
+        {"\0SeCrEt", 7, "NUL byte"},
+        {"SeCrEt\n\0", 8, "NUL byte"},
+        {" SeCrEt", 7, "whitespace"},
+        {"\tSeCrEt", 7, "whitespace"},
+        {"\nSeCrEt", 7, "whitespace"},
+        {"SeCrEt ", 7, "whitespace"},
+        {"SeCrEt\t", 7, "whitespace"},
+        {"SeCrEt\n\n", 8, "whitespace"},
+        {"SeCrEt\r\n\r\n", 10, "whitespace"},
+        {"SeCrEt\r", 7, "whitespace"},
+        {"SeCrEt\n ", 8, "whitespace"},
+        {"SeC rEt", 7, "whitespace"},
+        {"SeCrEt\x01", 7, "control"},
+        {"SeCrEt\x7f", 7, "control"},
+        {"SeCr\033Et", 7, "control"},
+        {"SeCr\xc3\xa9t", 7, "not a bearer token"},
+        {"SeCrEt,x", 8, "not a bearer token"},
+        {"SeCrEt\"x", 8, "not a bearer token"},
+        {"SeC=rEt", 7, "not a bearer token"},
+        {"=SeCrEt", 7, "not a bearer token"},
+        {"", 0, "empty"},
+        {"\n", 1, "empty"},
+        {"\r\n", 2, "empty"},
+        {"==", 2, "not a bearer token"},
+    };
+    static const char *const good[] = {
+        "SeCrEt", "SeCrEt\n", "SeCrEt\r\n", "a-b.c_d~e+f/g",
+        "abc=",   "abc==\n",  "Zz09",       "x",
+    };
+    static const char *const want[] = {
+        "SeCrEt", "SeCrEt", "SeCrEt", "a-b.c_d~e+f/g",
+        "abc=",   "abc==",  "Zz09",   "x",
+    };
+    char dir[] = "/tmp/reapd-upstream-tok-XXXXXX", path[96];
+    char err[UPSTREAM_ERR_MAX], *tok = NULL, big[UPSTREAM_TOKEN_MAX + 8];
+    size_t i;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof(path), "%s/token", dir);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        write_file(path, bad[i].text, bad[i].len);
+        expect_token_error(path, bad[i].why);
+    }
+    for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        write_file(path, good[i], strlen(good[i]));
+        if (upstream_read_token(path, &tok, err, sizeof(err)) != 0)
+            fail_msg("token %zu refused: %s", i, err);
+        assert_string_equal(tok, want[i]);
+        upstream_token_free(tok);
+    }
+    /* UPSTREAM_TOKEN_MAX characters, with or without a newline, and not
+     * one more. */
+    memset(big, 'a', sizeof(big));
+    big[UPSTREAM_TOKEN_MAX] = '\r';
+    big[UPSTREAM_TOKEN_MAX + 1] = '\n';
+    write_file(path, big, UPSTREAM_TOKEN_MAX + 2);
+    assert_int_equal(upstream_read_token(path, &tok, err, sizeof(err)), 0);
+    assert_int_equal(strlen(tok), UPSTREAM_TOKEN_MAX);
+    upstream_token_free(tok);
+    big[UPSTREAM_TOKEN_MAX] = 'a';
+    write_file(path, big, UPSTREAM_TOKEN_MAX + 1);
+    expect_token_error(path, "more than 4096 characters");
+    big[UPSTREAM_TOKEN_MAX + 1] = '\n';
+    write_file(path, big, UPSTREAM_TOKEN_MAX + 2);
+    expect_token_error(path, "more than 4096 characters");
+    write_file(path, big, sizeof(big));
+    expect_token_error(path, "more than 4096 characters");
+    unlink(path);
     rmdir(dir);
 }
 
@@ -1685,6 +1770,7 @@ main(void)
         cmocka_unit_test(t_submit_from_callback),
         cmocka_unit_test(t_token_never_shown),
         cmocka_unit_test(t_read_token),
+        cmocka_unit_test(t_read_token_strict),
         cmocka_unit_test(t_bad_options),
         cmocka_unit_test(t_bad_submits),
         cmocka_unit_test(t_free_in_flight),
