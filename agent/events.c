@@ -398,68 +398,54 @@ events_parser_free(struct events_parser *p)
     free(p);
 }
 
-/*
- * The JSON stream failed on this chunk (buf[0] at stream offset `at`):
- * count the object as rejected and return where to resume in `buf`, just
- * past the first newline after the bad object's start, or `len` with
- * p->resync set when that newline is still to come.
- */
-static size_t
-reject(struct events_parser *p, const char *buf, size_t len, size_t at)
+/* Counts the object just given up on, with why. */
+static void
+reject(struct events_parser *p, const char *why, size_t at)
 {
-    size_t doc = p->js_base + json_stream_error_doc_start(p->js), from;
-    const char *nl;
-
     p->rejected++;
-    snprintf(p->rejection, sizeof p->rejection, "%s at byte %zu",
-             json_stream_error(p->js),
-             p->js_base + json_stream_error_offset(p->js));
-    from = doc > at ? doc - at : 0;
-    if (from > len)
-        from = len;
-    nl = memchr(buf + from, '\n', len - from);
-    if (nl == NULL) {
-        p->resync = 1;
-        return len;
-    }
-    return (size_t)(nl - buf) + 1;
+    snprintf(p->rejection, sizeof p->rejection, "%s at byte %zu", why, at);
 }
 
+/*
+ * The engine writes one object per line, so a line is the unit of
+ * recovery: the stream is fed a line at a time, and an object that is
+ * malformed, or still open when its line ends, is given up on at that
+ * line's end. Where the chunks of the stream fall changes nothing.
+ */
 int
 events_parser_feed(struct events_parser *p, const char *buf, size_t len)
 {
-    size_t at, k;
     const char *nl;
+    size_t k;
+    int bad;
 
     if (p->failed)
         return -1;
     while (len > 0) {
-        at = p->fed;
-        if (p->resync) {
-            nl = memchr(buf, '\n', len);
-            k = nl != NULL ? (size_t)(nl - buf) + 1 : len;
-            p->fed += k;
-            buf += k;
-            len -= k;
-            if (nl == NULL)
-                return 0;
-            p->resync = 0;
-            if (open_json(p, p->fed) != 0)
-                goto oom;
-            continue;
+        nl = memchr(buf, '\n', len);
+        k = nl != NULL ? (size_t)(nl - buf) + 1 : len;
+        if (!p->resync) {
+            bad = json_stream_feed(p->js, buf, k) != 0;
+            if (bad && p->failed)
+                return -1; /* on_object() stopped it with its own reason */
+            if (bad) {
+                reject(p, json_stream_error(p->js),
+                       p->js_base + json_stream_error_offset(p->js));
+                p->resync = 1;
+            } else if (nl != NULL && json_stream_pending(p->js) > 0) {
+                reject(p, "object not closed at the end of its line",
+                       p->fed + k - 1);
+                p->resync = 1;
+            }
         }
-        if (json_stream_feed(p->js, buf, len) == 0) {
-            p->fed += len;
-            return 0;
-        }
-        if (p->failed)
-            return -1; /* on_object() stopped it with its own reason */
-        k = reject(p, buf, len, at);
         p->fed += k;
         buf += k;
         len -= k;
-        if (!p->resync && open_json(p, p->fed) != 0)
-            goto oom;
+        if (nl != NULL && p->resync) {
+            p->resync = 0;
+            if (open_json(p, p->fed) != 0)
+                goto oom;
+        }
     }
     return 0;
 oom:

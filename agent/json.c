@@ -29,6 +29,10 @@
 
 #include <yajl/yajl_parse.h>
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 #define DEFAULT_MAX_BYTES  ((size_t)1024 * 1024)
 #define DEFAULT_MAX_DEPTH  32u
 #define DEFAULT_MAX_ITEMS  ((size_t)4096)
@@ -853,10 +857,12 @@ hand_upto(struct json_stream *s, const unsigned char *buf, size_t from,
     return 0;
 }
 
-/* Eight bytes at a time, then byte by byte: the first quote, or (with
- * `bs`) the first quote or backslash, in [p, end); `end` if none. Strings
- * and gaps in engine answers are short, where memchr's setup costs more
- * than it saves. */
+/*
+ * The first quote, or (with `bs`) the first quote or backslash, in
+ * [p, end); `end` if none. Sixteen bytes at a time with SSE2 (every
+ * x86-64 has it), else eight as one word; strings and gaps in engine
+ * answers are short, where memchr's setup costs more than it saves.
+ */
 #define ONES  UINT64_C(0x0101010101010101)
 #define HIGHS UINT64_C(0x8080808080808080)
 #define HAS_BYTE(w, c)                                                        \
@@ -865,6 +871,21 @@ hand_upto(struct json_stream *s, const unsigned char *buf, size_t from,
 static const unsigned char *
 find_stop(const unsigned char *p, const unsigned char *end, int bs)
 {
+#ifdef __SSE2__
+    const __m128i quote = _mm_set1_epi8('"');
+    const __m128i slash = _mm_set1_epi8(bs ? '\\' : '"');
+    __m128i v;
+    int m;
+
+    while (end - p >= 16) {
+        v = _mm_loadu_si128((const __m128i *)(const void *)p);
+        m = _mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, slash)));
+        if (m != 0)
+            return p + __builtin_ctz((unsigned)m);
+        p += 16;
+    }
+#else
     uint64_t w;
 
     while (end - p >= 8) {
@@ -873,6 +894,7 @@ find_stop(const unsigned char *p, const unsigned char *end, int bs)
             break;
         p += 8;
     }
+#endif
     while (p < end && *p != '"' && !(bs && *p == '\\'))
         p++;
     return p;
@@ -901,6 +923,15 @@ feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
     unsigned char c;
 
     s->total += len;
+    /* A whole line that is no longer than max_string cannot hold a string
+     * over it, and cannot end inside a string (JSON strings hold no raw
+     * newline: yajl refuses one), so it needs no scanning at all. The
+     * events stream is fed a line at a time, and its lines are short. */
+    if (s->scan == SCAN_OUT && s->carry_len == 0 && len <= s->lim.max_string &&
+        buf[len - 1] == '\n') {
+        s->bare = 0;
+        return piece(s, buf, len, at0);
+    }
     while (i < len) {
         /* The common cases at memchr speed: the gap up to a string, and
          * a string without escapes that closes within the limit (where it
