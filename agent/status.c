@@ -7,6 +7,7 @@
 #include "status.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -41,33 +43,486 @@
 #define REPORTS_MAX     1000
 
 #define DEFAULT_MAX_CONNECTIONS 64
+#define REQUEST_DEADLINE_MS     10000
+#define PAUSE_MIN_MS            100
+#define PAUSE_MAX_MS            1000
+#define LOG_EVERY_MS            10000
+#define LISTEN_BACKLOG          128 /* evhttp_bind_socket's, and ours */
+/* Refused connections that may wait for their request, at least: twice
+ * what one pass of accept() can bring (the backlog, and a few more), so
+ * that a burst accepted with a probe cannot push it out before its
+ * request is read on the next pass. */
+#define WAITING_MIN (2 * LISTEN_BACKLOG)
 
 /*
- * A connection that has made a request, known by its socket's fd and
- * inode. evhttp 2.1 has no connection limit and no dependable hook for
- * "a connection closed" (its close callback is skipped on some paths),
- * so liveness is checked instead: once the socket is closed, its fd is
- * gone or names another socket, with another inode.
+ * One line per LOG_EVERY_MS at most for one kind of event a client can
+ * cause; the next line says how many were left out, the metrics count
+ * them all.
+ */
+struct ratelog {
+    bool logged;
+    uint64_t last_ms;
+    unsigned long long suppressed;
+};
+
+/*
+ * What a connection is doing, for the deadline and for eviction: waiting
+ * for or reading a request (from its start, or after an answer once
+ * bytes of the next request came), sending an answer, or idle between
+ * requests.
+ */
+enum phase { PH_REQUEST, PH_ANSWER, PH_IDLE };
+
+struct conn;
+struct clist {
+    struct conn *head, *tail;
+    size_t n;
+};
+
+/*
+ * A connection evhttp accepted. evhttp 2.1 tells nobody that a
+ * connection starts (evhttp_set_newreqcb is 2.2); it only asks us for
+ * the bufferevent to use (evhttp_set_bevcb), before the connection
+ * object exists. So the bufferevent is made here and held by one extra
+ * reference until, on the same loop pass, the connection object is read
+ * back from it (bufferevent_getcb: its callback argument) and given a
+ * close callback; a bufferevent that evhttp already let go of has its
+ * callbacks cleared. From then on evhttp_connection_free() always calls
+ * the close callback for an incoming connection (http.c: its fd is set
+ * and its state is never "disconnected"), which is where a conn ends.
  */
 struct conn {
+    struct status *s;
+    struct bufferevent *bev;
+    struct evhttp_connection *evcon; /* NULL until resolved */
     int fd;
-    ino_t ino;
+    bool refused; /* came at the cap with nothing idle to close */
+    enum phase phase;
+    uint64_t since_ms; /* start of the phase, for the deadline */
+    struct event *deadline;
+    struct clist *in; /* pending, idle or waiting; NULL: none */
+    struct conn *prev, *next;
 };
+
 struct status {
     struct evhttp *http;
+    struct evconnlistener *lev; /* owned by http */
     struct reaper *reaper;
     struct store *store;      /* may be NULL */
     const struct config *cfg; /* may be NULL: /v1/config says 503 */
     char *token;              /* NULL: no auth */
     size_t max_connections;
-    struct conn *conns; /* max_connections of them */
-    size_t nconns;
+    unsigned deadline_ms;
+    /* Connections by state: accepted, not yet resolved; served and idle
+     * (oldest first); refused and waiting for their one request. */
+    struct clist pending, idle, waiting;
+    size_t nserved, nrefused;
+    struct conn **byfd; /* resolved connections by descriptor */
+    size_t nbyfd;
+    struct event *resolve_ev;
+    struct event *resume_ev; /* accepting again after an error */
+    unsigned pause_ms;
     uint64_t reloads_ok, reloads_rejected;
     uint64_t rejected_auth, rejected_busy;
+    uint64_t evicted_idle, evicted_waiting, timed_out, accept_errors;
+    struct ratelog log_accept, log_idle, log_waiting, log_deadline, log_refuse,
+        log_bad;
     char *unix_path;
+    struct status *next_status;
 };
 
-static void prune(struct status *s);
+/*
+ * Every endpoint, for the listener's error callback: evhttp took the
+ * listener's callback argument for itself, so that callback is only told
+ * the listener. One loop, one thread: no lock.
+ */
+static struct status *all_status;
+
+static void ratelog(struct ratelog *r, enum log_level level, const char *fmt,
+                    ...) __attribute__((format(printf, 3, 4)));
+
+static void
+ratelog(struct ratelog *r, enum log_level level, const char *fmt, ...)
+{
+    uint64_t now = loop_now_ms();
+    char msg[512];
+    va_list ap;
+
+    if (r->logged && now - r->last_ms < LOG_EVERY_MS) {
+        r->suppressed++;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (r->suppressed > 0)
+        log_msg(level, NULL, "%s (and %llu more like it in the last %d s)",
+                msg, r->suppressed, LOG_EVERY_MS / 1000);
+    else
+        log_msg(level, NULL, "%s", msg);
+    r->logged = true;
+    r->last_ms = now;
+    r->suppressed = 0;
+}
+
+static void
+cl_push(struct clist *l, struct conn *c)
+{
+    c->in = l;
+    c->next = NULL;
+    c->prev = l->tail;
+    if (l->tail != NULL)
+        l->tail->next = c;
+    else
+        l->head = c;
+    l->tail = c;
+    l->n++;
+}
+
+static void
+cl_remove(struct conn *c)
+{
+    struct clist *l = c->in;
+
+    if (l == NULL)
+        return;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        l->head = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    else
+        l->tail = c->prev;
+    l->n--;
+    c->in = NULL;
+    c->prev = c->next = NULL;
+}
+
+/* "address:port" of the client (`c` may be NULL), for log lines. */
+static const char *
+peer(const struct conn *c, char *buf, size_t len)
+{
+    char *addr = NULL;
+    ev_uint16_t port = 0;
+
+    if (c != NULL && c->evcon != NULL)
+        evhttp_connection_get_peer(c->evcon, &addr, &port);
+    snprintf(buf, len, "%s:%u", addr != NULL ? addr : "?", (unsigned)port);
+    return buf;
+}
+
+/* Whether bytes of a request have come in: buffered by evhttp, or still
+ * in the socket. Such a connection is not idle, whatever its phase. */
+static bool
+has_input(const struct conn *c)
+{
+    int n = 0;
+
+    if (evbuffer_get_length(bufferevent_get_input(c->bev)) > 0)
+        return true;
+    return ioctl(c->fd, FIONREAD, &n) == 0 && n > 0;
+}
+
+/* The deadline of a phase runs from its start. */
+static void
+begin_phase(struct conn *c, enum phase ph)
+{
+    struct timeval tv;
+
+    c->phase = ph;
+    c->since_ms = loop_now_ms();
+    tv.tv_sec = c->s->deadline_ms / 1000;
+    tv.tv_usec = (long)(c->s->deadline_ms % 1000) * 1000;
+    evtimer_add(c->deadline, &tv);
+}
+
+/* Frees a conn that evhttp no longer has (or never got to). */
+static void
+conn_free(struct conn *c)
+{
+    struct status *s = c->s;
+
+    cl_remove(c);
+    if (c->evcon != NULL) {
+        if (c->refused)
+            s->nrefused--;
+        else
+            s->nserved--;
+        if (c->fd >= 0 && (size_t)c->fd < s->nbyfd && s->byfd[c->fd] == c)
+            s->byfd[c->fd] = NULL;
+    }
+    event_free(c->deadline);
+    free(c);
+}
+
+/* evhttp is freeing the connection: right before its socket closes. */
+static void
+on_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    conn_free(arg);
+}
+
+/* Closes a connection now; `c` is freed (through on_close). */
+static void
+conn_close(struct conn *c)
+{
+    evhttp_connection_free(c->evcon);
+}
+
+/* Closes the connection idle longest, if one is; true if it did. */
+static bool
+evict_idle(struct status *s)
+{
+    struct conn *c;
+    char who[128];
+
+    for (c = s->idle.head; c != NULL; c = c->next) {
+        if (has_input(c))
+            continue; /* its next request is on its way */
+        s->evicted_idle++;
+        ratelog(&s->log_idle, LOG_INFO,
+                "status: closed the idle connection from %s to make room "
+                "(%zu connections served)",
+                peer(c, who, sizeof(who)), s->max_connections);
+        conn_close(c);
+        return true;
+    }
+    return false;
+}
+
+static void
+on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    struct status *s = c->s;
+    char who[128];
+
+    (void)fd;
+    (void)what;
+    /* Idle, and nothing of a next request: an ordinary keep-alive end. */
+    if (c->phase == PH_IDLE && !has_input(c)) {
+        conn_close(c);
+        return;
+    }
+    s->timed_out++;
+    ratelog(&s->log_deadline, LOG_INFO,
+            "status: closed the connection from %s: %s within %u ms",
+            peer(c, who, sizeof(who)),
+            c->phase == PH_ANSWER ? "answer not taken" : "no complete request",
+            s->deadline_ms);
+    conn_close(c);
+}
+
+static size_t
+waiting_cap(const struct status *s)
+{
+    return s->max_connections > WAITING_MIN ? s->max_connections : WAITING_MIN;
+}
+
+static int
+byfd_put(struct status *s, struct conn *c)
+{
+    if ((size_t)c->fd >= s->nbyfd) {
+        size_t n = s->nbyfd > 0 ? s->nbyfd : 64;
+        struct conn **v;
+
+        while (n <= (size_t)c->fd)
+            n *= 2;
+        v = realloc(s->byfd, n * sizeof(*v));
+        if (v == NULL)
+            return -1;
+        memset(v + s->nbyfd, 0, (n - s->nbyfd) * sizeof(*v));
+        s->byfd = v;
+        s->nbyfd = n;
+    }
+    s->byfd[c->fd] = c;
+    return 0;
+}
+
+/*
+ * A new connection is known: served if there is room or an idle one can
+ * be closed for it, else refused (and the refused one waiting longest
+ * closed when too many wait). Only from the loop, never from inside an
+ * evhttp callback: closing a connection evhttp is working on frees it
+ * under evhttp's feet.
+ */
+static void
+resolve_one(struct status *s, struct conn *c)
+{
+    struct timeval tv;
+    uint64_t age, now = loop_now_ms();
+    void *arg = NULL;
+    char who[128];
+
+    bufferevent_getcb(c->bev, NULL, NULL, NULL, &arg);
+    c->evcon = arg;
+    c->fd = bufferevent_getfd(c->bev);
+    /* evhttp's own reference keeps it from here, if it still wants it. */
+    bufferevent_decref(c->bev);
+    if (c->evcon == NULL) { /* evhttp gave up on it already */
+        event_free(c->deadline);
+        free(c);
+        return;
+    }
+    if (c->fd < 0 || byfd_put(s, c) != 0) {
+        /* Nothing to know it by: not served rather than unbounded. */
+        struct evhttp_connection *evcon = c->evcon;
+
+        c->evcon = NULL;
+        conn_free(c);
+        evhttp_connection_free(evcon);
+        return;
+    }
+    evhttp_connection_set_closecb(c->evcon, on_close, c);
+    if (s->nserved < s->max_connections || evict_idle(s)) {
+        s->nserved++;
+    } else {
+        if (s->waiting.n >= waiting_cap(s)) {
+            struct conn *old = s->waiting.head;
+
+            s->evicted_waiting++;
+            ratelog(&s->log_waiting, LOG_INFO,
+                    "status: closed the refused connection from %s: too "
+                    "many waiting",
+                    peer(old, who, sizeof(who)));
+            conn_close(old);
+        }
+        c->refused = true;
+        s->nrefused++;
+        cl_push(&s->waiting, c);
+    }
+    /* The deadline counts from the accept, a loop pass ago. */
+    age = now - c->since_ms;
+    c->phase = PH_REQUEST;
+    age = age < s->deadline_ms ? s->deadline_ms - age : 0;
+    tv.tv_sec = (time_t)(age / 1000);
+    tv.tv_usec = (long)(age % 1000) * 1000;
+    evtimer_add(c->deadline, &tv);
+}
+
+static void
+resolve(evutil_socket_t fd, short what, void *arg)
+{
+    struct status *s = arg;
+    struct conn *c;
+
+    (void)fd;
+    (void)what;
+    while ((c = s->pending.head) != NULL) {
+        cl_remove(c);
+        resolve_one(s, c);
+    }
+}
+
+/*
+ * evhttp accepted a connection and asks for its bufferevent (the same
+ * kind it would make itself). When memory runs out the connection goes
+ * untracked, bounded by evhttp's own timeout only.
+ */
+static struct bufferevent *
+on_accept(struct event_base *base, void *arg)
+{
+    struct status *s = arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, 0);
+    struct conn *c;
+
+    s->pause_ms = PAUSE_MIN_MS; /* accept() works again */
+    if (bev == NULL)
+        return NULL;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return bev;
+    c->deadline = evtimer_new(base, on_deadline, c);
+    if (c->deadline == NULL) {
+        free(c);
+        return bev;
+    }
+    c->s = s;
+    c->bev = bev;
+    c->fd = -1;
+    c->since_ms = loop_now_ms();
+    bufferevent_incref(bev);
+    cl_push(&s->pending, c);
+    event_active(s->resolve_ev, EV_TIMEOUT, 1);
+    return bev;
+}
+
+/*
+ * The conn a request came on, or NULL (untracked). Never resolves: that
+ * may close connections, this one among them, and evhttp is on the
+ * stack. No need either: a new connection's socket is polled from the
+ * next loop pass on, and its resolve runs on this one.
+ */
+static struct conn *
+find_conn(struct status *s, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    struct bufferevent *bev =
+        evcon != NULL ? evhttp_connection_get_bufferevent(evcon) : NULL;
+    int fd = bev != NULL ? bufferevent_getfd(bev) : -1;
+    struct conn *c;
+
+    if (fd < 0 || (size_t)fd >= s->nbyfd)
+        return NULL;
+    c = s->byfd[fd];
+    return c != NULL && c->evcon == evcon ? c : NULL;
+}
+
+/* An answer is out: the connection waits for its next request. */
+static void
+on_complete(struct evhttp_request *req, void *arg)
+{
+    struct conn *c = arg;
+
+    (void)req;
+    if (c->refused)
+        return; /* closed right after this */
+    begin_phase(c, PH_IDLE);
+    cl_push(&c->s->idle, c);
+}
+
+static void
+on_resume(evutil_socket_t fd, short what, void *arg)
+{
+    struct status *s = arg;
+
+    (void)fd;
+    (void)what;
+    evconnlistener_enable(s->lev);
+}
+
+/*
+ * accept() failed for good (EMFILE, ENFILE, ENOBUFS, ENOMEM...; libevent
+ * retries EINTR, EAGAIN and ECONNABORTED itself). The pending connection
+ * stays in the backlog and the socket stays readable, so without a pause
+ * the loop would spin on it.
+ */
+static void
+on_accept_error(struct evconnlistener *lev, void *arg)
+{
+    int err = errno;
+    struct status *s;
+    struct timeval tv;
+
+    (void)arg;
+    for (s = all_status; s != NULL && s->lev != lev; s = s->next_status)
+        ;
+    if (s == NULL)
+        return;
+    s->accept_errors++;
+    evconnlistener_disable(lev);
+    tv.tv_sec = s->pause_ms / 1000;
+    tv.tv_usec = (long)(s->pause_ms % 1000) * 1000;
+    evtimer_add(s->resume_ev, &tv);
+    ratelog(&s->log_accept, LOG_WARN,
+            "status: cannot accept a connection: %s; not accepting for "
+            "%u ms",
+            strerror(err), s->pause_ms);
+    s->pause_ms =
+        s->pause_ms * 2 < PAUSE_MAX_MS ? s->pause_ms * 2 : PAUSE_MAX_MS;
+}
 
 /* Sends `buf` (may be NULL); HEAD gets the headers only, so a client
  * pipelining HEAD then GET is not handed a body it did not ask for. */
@@ -307,10 +762,9 @@ own_metrics(struct status *s, struct evbuffer *b)
                         "%llu\n",
                         (unsigned long long)s->reloads_ok,
                         (unsigned long long)s->reloads_rejected);
-    prune(s);
     metric(b, "reapd_status_connections", "gauge",
-           "Status endpoint connections open that have made a request.",
-           s->nconns);
+           "Status endpoint connections open, served or refused.",
+           s->nserved + s->nrefused);
     family(b, "reapd_status_rejected_total", "counter",
            "Status requests refused, by reason.");
     evbuffer_add_printf(
@@ -320,6 +774,24 @@ own_metrics(struct status *s, struct evbuffer *b)
         "%llu\n",
         (unsigned long long)s->rejected_auth,
         (unsigned long long)s->rejected_busy);
+    family(b, "reapd_status_connections_evicted_total", "counter",
+           "Status connections closed to make room for a new one, by "
+           "state: idle between requests, or refused and waiting.");
+    evbuffer_add_printf(
+        b,
+        "reapd_status_connections_evicted_total{state=\"idle\"} %llu\n"
+        "reapd_status_connections_evicted_total{state=\"refused\"} "
+        "%llu\n",
+        (unsigned long long)s->evicted_idle,
+        (unsigned long long)s->evicted_waiting);
+    metric(b, "reapd_status_requests_timed_out_total", "counter",
+           "Status connections closed because a request was not complete, "
+           "or an answer not taken, within the deadline.",
+           s->timed_out);
+    metric(b, "reapd_status_accept_errors_total", "counter",
+           "accept() failures on the status endpoint; each pauses "
+           "accepting.",
+           s->accept_errors);
 }
 
 static void
@@ -669,49 +1141,23 @@ authorized(const struct status *s, struct evhttp_request *req)
     return diff == 0 && glen == tlen;
 }
 
-/* Drops the connections that have closed since they were counted. */
-static void
-prune(struct status *s)
-{
-    size_t i = 0;
-    struct stat st;
-
-    while (i < s->nconns) {
-        const struct conn *c = &s->conns[i];
-
-        if (fstat(c->fd, &st) == 0 && S_ISSOCK(st.st_mode) &&
-            st.st_ino == c->ino) {
-            i++;
-            continue;
-        }
-        s->conns[i] = s->conns[--s->nconns];
-    }
-}
-
-/* Whether the connection of `req` may be served: it already was, or
- * fewer than max_connections others are open. */
+/*
+ * The request on `c` is in: it is no longer idle or waiting, and its
+ * answer has the deadline. A refused one is served after all if room has
+ * come since. Returns whether it stays refused.
+ */
 static bool
-admit(struct status *s, struct evhttp_request *req)
+take_request(struct status *s, struct conn *c, struct evhttp_request *req)
 {
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    struct bufferevent *bev =
-        evcon != NULL ? evhttp_connection_get_bufferevent(evcon) : NULL;
-    int fd = bev != NULL ? bufferevent_getfd(bev) : -1;
-    struct stat st;
-    size_t i;
-
-    if (fd < 0 || fstat(fd, &st) != 0)
-        return true; /* nothing to count by; evhttp's limits still hold */
-    prune(s);
-    for (i = 0; i < s->nconns; i++)
-        if (s->conns[i].fd == fd && s->conns[i].ino == st.st_ino)
-            return true;
-    if (s->nconns >= s->max_connections)
-        return false;
-    s->conns[s->nconns].fd = fd;
-    s->conns[s->nconns].ino = st.st_ino;
-    s->nconns++;
-    return true;
+    cl_remove(c);
+    if (c->refused && (s->nserved < s->max_connections || evict_idle(s))) {
+        c->refused = false;
+        s->nrefused--;
+        s->nserved++;
+    }
+    begin_phase(c, PH_ANSWER);
+    evhttp_request_set_on_complete_cb(req, on_complete, c);
+    return c->refused;
 }
 
 static void
@@ -721,25 +1167,40 @@ on_request(struct evhttp_request *req, void *arg)
     enum evhttp_cmd_type m = evhttp_request_get_command(req);
     const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
     const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
-    bool open;
+    struct conn *c = find_conn(s, req);
+    bool refused = c != NULL && take_request(s, c, req);
+    char who[128];
+    /* Probes stay open: a kubelet or systemd has no token to send, and
+     * has to hear from the loop whatever other clients do. */
+    bool open = path != NULL &&
+                (strcmp(path, "/livez") == 0 || strcmp(path, "/readyz") == 0);
 
-    if (!admit(s, req)) {
-        /* Answered rather than left hanging, and closed after. */
-        s->rejected_busy++;
+    /* Nothing may touch `c` once an answer is sent: on failure evhttp
+     * frees the connection at once. */
+    if (refused) {
+        /* One answer, then closed: a refused connection holds nothing. */
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection",
                           "close");
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "Retry-After", "1");
-        send_error(req, 503, "Service Unavailable",
-                   "too many connections to the status endpoint");
-        return;
+        if (!open) {
+            s->rejected_busy++;
+            ratelog(&s->log_refuse, LOG_INFO,
+                    "status: refused a request from %s: all %zu "
+                    "connections busy",
+                    peer(c, who, sizeof(who)), s->max_connections);
+            evhttp_add_header(evhttp_request_get_output_headers(req),
+                              "Retry-After", "1");
+            send_error(req, 503, "Service Unavailable",
+                       "too many connections to the status endpoint");
+            return;
+        }
     }
     if (path == NULL) {
+        ratelog(&s->log_bad, LOG_INFO,
+                "status: bad request from %s: malformed request target",
+                peer(c, who, sizeof(who)));
         send_error(req, 400, "Bad Request", "malformed request target");
         return;
     }
-    /* Probes stay open: a kubelet or systemd has no token to send. */
-    open = strcmp(path, "/livez") == 0 || strcmp(path, "/readyz") == 0;
     if (!open && s->token != NULL && !authorized(s, req)) {
         s->rejected_auth++;
         evhttp_add_header(evhttp_request_get_output_headers(req),
@@ -814,8 +1275,8 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
     sa.sun_family = AF_UNIX;
     strcpy(sa.sun_path, path);
     lev = evconnlistener_new_bind(
-        base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC, 128,
-        (struct sockaddr *)&sa, sizeof(sa));
+        base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
+        LISTEN_BACKLOG, (struct sockaddr *)&sa, sizeof(sa));
     if (lev == NULL) {
         log_error(NULL, "status: cannot listen on %s: %s", path,
                   strerror(errno));
@@ -825,6 +1286,7 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
         evconnlistener_free(lev);
         return -1;
     }
+    s->lev = lev;
     s->unix_path = strdup(path);
     return 0;
 }
@@ -837,6 +1299,7 @@ bind_tcp(struct status *s, const char *listen)
     long port;
     char *end;
     size_t hl;
+    struct evhttp_bound_socket *bound;
 
     if (colon == NULL)
         return -1;
@@ -853,11 +1316,14 @@ bind_tcp(struct status *s, const char *listen)
     port = strtol(colon + 1, &end, 10);
     if (*end != '\0' || port < 1 || port > 65535)
         return -1;
-    if (evhttp_bind_socket(s->http, host, (unsigned short)port) != 0) {
+    bound =
+        evhttp_bind_socket_with_handle(s->http, host, (unsigned short)port);
+    if (bound == NULL) {
         log_error(NULL, "status: cannot listen on %s: %s", listen,
                   strerror(errno));
         return -1;
     }
+    s->lev = evhttp_bound_socket_get_listener(bound);
     return 0;
 }
 
@@ -871,26 +1337,29 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
         return NULL;
     s->reaper = reaper;
     s->max_connections = DEFAULT_MAX_CONNECTIONS;
-    s->conns = calloc(s->max_connections, sizeof(*s->conns));
-    if (s->conns == NULL) {
-        free(s);
-        return NULL;
-    }
+    s->deadline_ms = REQUEST_DEADLINE_MS;
+    s->pause_ms = PAUSE_MIN_MS;
+    s->next_status = all_status;
+    all_status = s;
     if (strcmp(listen, "off") == 0) {
         log_info(NULL, "status endpoint: off");
         return s;
     }
+    s->resolve_ev = event_new(loop_base(l), -1, 0, resolve, s);
+    s->resume_ev = evtimer_new(loop_base(l), on_resume, s);
     s->http = evhttp_new(loop_base(l));
-    if (s->http == NULL)
+    if (s->resolve_ev == NULL || s->resume_ev == NULL || s->http == NULL)
         goto fail;
     evhttp_set_max_headers_size(s->http, MAX_HEADERS_SIZE);
     evhttp_set_max_body_size(s->http, MAX_BODY_SIZE);
+    /* Idle time between reads and writes; the deadline bounds the rest. */
     evhttp_set_timeout(s->http, REQUEST_TIMEOUT);
     evhttp_set_allowed_methods(
         s->http, EVHTTP_REQ_GET | EVHTTP_REQ_HEAD | EVHTTP_REQ_POST |
                      EVHTTP_REQ_PUT | EVHTTP_REQ_DELETE | EVHTTP_REQ_PATCH |
                      EVHTTP_REQ_OPTIONS);
     evhttp_set_gencb(s->http, on_request, s);
+    evhttp_set_bevcb(s->http, on_accept, s);
     if (strncmp(listen, "unix:", 5) == 0)
         rc = bind_unix(s, loop_base(l), listen + 5);
     else
@@ -899,6 +1368,7 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
         log_error(NULL, "status: cannot serve on \"%s\"", listen);
         goto fail;
     }
+    evconnlistener_set_error_cb(s->lev, on_accept_error);
     log_info(NULL, "status endpoint on %s", listen);
     return s;
 fail:
@@ -925,24 +1395,12 @@ status_read_token(const struct config *cfg, char **token, char *err,
 void
 status_set_config(struct status *s, const struct config *cfg, char *token)
 {
-    size_t max;
-
     upstream_token_free(s->token);
     s->token = token;
     s->cfg = cfg;
-    max = (size_t)cfg->status_max_connections;
-    if (max != s->max_connections) {
-        struct conn *c = realloc(s->conns, max * sizeof(*c));
-
-        /* Out of memory: keep the old limit. Shrinking: connections
-         * already served stay, new ones wait until below the limit. */
-        if (c != NULL) {
-            s->conns = c;
-            s->max_connections = max;
-            if (s->nconns > max)
-                s->nconns = max;
-        }
-    }
+    /* Shrinking: connections beyond the new cap stay until they close;
+     * new ones are judged by it. */
+    s->max_connections = (size_t)cfg->status_max_connections;
 }
 
 void
@@ -957,18 +1415,48 @@ status_note_reload(struct status *s, bool ok)
 size_t
 status_connections(struct status *s)
 {
-    prune(s);
-    return s->nconns;
+    if (s->pending.head != NULL)
+        resolve(-1, 0, s);
+    return s->nserved + s->nrefused;
+}
+
+void
+status_set_deadline_ms(struct status *s, unsigned ms)
+{
+    s->deadline_ms = ms;
 }
 
 void
 status_free(struct status *s)
 {
+    struct status **p;
+    struct conn *c;
+    size_t i;
+
     if (s == NULL)
         return;
+    for (p = &all_status; *p != NULL; p = &(*p)->next_status)
+        if (*p == s) {
+            *p = s->next_status;
+            break;
+        }
+    /* Frees every connection; each resolved one through on_close. */
     if (s->http != NULL)
         evhttp_free(s->http);
-    free(s->conns);
+    while ((c = s->pending.head) != NULL) {
+        cl_remove(c);
+        bufferevent_decref(c->bev);
+        event_free(c->deadline);
+        free(c);
+    }
+    for (i = 0; i < s->nbyfd; i++)
+        if (s->byfd[i] != NULL) /* evhttp kept it past evhttp_free */
+            conn_free(s->byfd[i]);
+    free(s->byfd);
+    if (s->resolve_ev != NULL)
+        event_free(s->resolve_ev);
+    if (s->resume_ev != NULL)
+        event_free(s->resume_ev);
     upstream_token_free(s->token);
     if (s->unix_path != NULL) {
         unlink(s->unix_path);

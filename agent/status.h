@@ -3,12 +3,23 @@
  * on the main loop: /livez, /readyz, /metrics, /v1/containers[/{id}],
  * /v1/reports, /v1/leaks, /v1/config.
  *
- * Every request is bounded (header and body size, a timeout) and answered
- * from memory without blocking; unknown paths get a JSON 404 and methods
- * other than GET/HEAD a 405. With a token (status.token_file), everything
- * but /livez and /readyz needs "Authorization: Bearer <token>". At most
- * status.max_connections connections are served at once: the first
- * request on one more is answered 503 and the connection closed.
+ * Every request is bounded (header and body size) and answered from
+ * memory without blocking; unknown paths get a JSON 404 and methods other
+ * than GET/HEAD a 405. With a token (status.token_file), everything but
+ * /livez and /readyz needs "Authorization: Bearer <token>".
+ *
+ * The endpoint faces whatever can reach its port, so no client can hold
+ * it: at most status.max_connections connections are served at once; a
+ * new one at that cap closes the connection idle longest between
+ * requests, and only when none is idle is it refused (its one request is
+ * answered 503 and the connection closed), though /livez and /readyz are
+ * answered on it all the same; of refused connections still waiting for
+ * their request, max(status.max_connections, 256) are kept. Each connection
+ * must deliver a complete request within a deadline (10 s) from its start or
+ * from the end of its previous answer, and take each answer within the same
+ * deadline. An accept() error (out of descriptors) pauses accepting for 100
+ * ms, doubling up to 1 s, instead of spinning, and every log line a client can
+ * cause is rate-limited.
  */
 #ifndef REAPD_STATUS_H
 #define REAPD_STATUS_H
@@ -55,7 +66,11 @@ void status_set_config(struct status *s, const struct config *cfg,
  * reapd_config_reloads_total. */
 void status_note_reload(struct status *s, bool ok);
 
-/* Connections open now that have made a request; for tests. */
+/* Connections open now, served or refused; for tests. */
 size_t status_connections(struct status *s);
+
+/* The request deadline, 10000 ms unless a test shortens it; applies to
+ * connections from their next phase on. */
+void status_set_deadline_ms(struct status *s, unsigned ms);
 
 #endif

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -557,16 +558,17 @@ t_metrics(void **state)
     /* 4 counters, a gauge per state, 4 removal results, leaked tasks, 2
      * reaped-task counters, containerd connected, state write errors,
      * pruned and unstored reports (no store here: no outbox gauges);
-     * build info, 2 reload results, connections, 2 rejection reasons;
-     * 2 stream reconnect counters; each histogram series: its buckets,
-     * +Inf, _sum and _count. */
+     * build info, 2 reload results, connections, 2 rejection reasons,
+     * 2 eviction states, timed-out requests, accept errors; 2 stream
+     * reconnect counters; each histogram series: its buckets, +Inf,
+     * _sum and _count. */
     {
         size_t nc, ne, nl;
 
         reaper_cleanup_bounds(&nc);
         reaper_call_bounds(&ne);
         reaper_latency_bounds(&nl);
-        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 6 + 2 +
+        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
                                       (int)(nl + 3));
@@ -1445,76 +1447,610 @@ t_auth(void **state)
     config_free(cfg);
 }
 
-/* A raw keep-alive connection that has made one request and stays
- * open; returns its fd. */
+/* ---- connections: the cap, eviction, refusal, the deadline ----------- */
+
+/* A raw TCP connection to the endpoint, non-blocking, not yet accepted
+ * (the kernel completes the handshake from the backlog). */
 static int
-open_conn(struct h *h)
+raw_connect(struct h *h)
 {
-    static const char req[] = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
     struct sockaddr_in sin;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
-    char buf[1024] = "";
-    size_t got = 0;
-    uint64_t deadline = loop_now_ms() + 3000;
 
+    assert_true(fd >= 0);
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
     sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     sin.sin_port = htons((uint16_t)h->port);
     assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
     assert_int_equal(fcntl(fd, F_SETFL, O_NONBLOCK), 0);
+    return fd;
+}
+
+/* GET /livez on the keep-alive connection `fd`, and its whole answer. */
+static void
+ask(struct h *h, int fd)
+{
+    static const char req[] = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    char buf[1024] = "";
+    size_t got = 0;
+    uint64_t deadline = loop_now_ms() + 3000;
+
     assert_int_equal(send(fd, req, sizeof(req) - 1, 0),
                      (ssize_t)(sizeof(req) - 1));
-    while (strstr(buf, "{\"live\":true}") == NULL) {
+    while (strstr(buf, "{\"live\":true}\n") == NULL) {
         ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
 
         if (n > 0)
             got += (size_t)n;
         buf[got] = '\0';
+        if (n == 0)
+            fail_msg("connection closed instead of answering: %s", buf);
         if (loop_now_ms() > deadline)
             fail_msg("no answer on a raw connection");
         event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         usleep(1000);
     }
     assert_int_equal(raw_status(buf), 200);
+}
+
+/* A raw keep-alive connection that has made one request and stays
+ * open, idle; returns its fd. */
+static int
+open_conn(struct h *h)
+{
+    int fd = raw_connect(h);
+
+    ask(h, fd);
     return fd;
 }
 
+/* A raw connection that has sent half a request and waits. */
+static int
+half_request(struct h *h)
+{
+    static const char half[] = "GET /livez HTTP/1.1\r\nHost: x\r\n";
+    int fd = raw_connect(h);
+
+    assert_int_equal(send(fd, half, sizeof(half) - 1, 0),
+                     (ssize_t)(sizeof(half) - 1));
+    return fd;
+}
+
+/* What the endpoint sends on `fd` until it closes it, running the loop
+ * for up to `ms`. */
 static void
-t_connection_limit(void **state)
+raw_collect(struct h *h, int fd, char *buf, size_t cap, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+    size_t got = 0;
+
+    buf[0] = '\0';
+    for (;;) {
+        ssize_t n;
+
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        n = recv(fd, buf + got, cap - 1 - got, 0);
+        if (n > 0) {
+            got += (size_t)n;
+            buf[got] = '\0';
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return;
+        if (loop_now_ms() >= deadline)
+            fail_msg("not closed within %d ms: \"%s\"", ms, buf);
+        usleep(1000);
+    }
+}
+
+/* Whether the endpoint has closed `fd`, running the loop for up to `ms`
+ * (0: one look). Data that comes first is read and dropped. */
+static int
+server_closed(struct h *h, int fd, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+    char buf[1024];
+
+    for (;;) {
+        ssize_t n;
+
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
+            ;
+        if (n == 0 || (errno != EAGAIN && errno != EINTR))
+            return 1;
+        if (loop_now_ms() >= deadline)
+            return 0;
+        usleep(1000);
+    }
+}
+
+/* The measured lock-out: 70 idle keep-alive connections against the
+ * default cap of 64 made a fresh /livez get 503, so a kubelet probing
+ * a DaemonSet's reapd restarted it. Each newcomer at the cap now closes
+ * the connection idle longest: the first ones opened. */
+static void
+t_regress_idle_connections_do_not_lock_out_probes(void **state)
+{
+    struct h *h = h_new();
+    int fds[70], i;
+    struct resp r;
+
+    (void)state;
+    for (i = 0; i < 70; i++)
+        fds[i] = open_conn(h);
+    expect_live(h);
+    assert_int_equal(status_connections(h->s), 64);
+    /* Connections 65..70 and the probe each closed one: the 7 oldest. */
+    for (i = 0; i < 70; i++) {
+        int closed = server_closed(h, fds[i], i < 7 ? 1000 : 0);
+
+        if (closed != (i < 7))
+            fail_msg("connection %d: %s", i, closed ? "closed" : "open");
+    }
+    for (i = 0; i < 70; i++)
+        close(fds[i]);
+    run_for(h, 50);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_status_connections_evicted_total{"
+                               "state=\"idle\"}") == 7);
+    assert_true(sample(r.body, "reapd_status_rejected_total{reason=\""
+                               "too_many_connections\"}") == 0);
+    resp_clear(&r);
+    h_free(h);
+}
+
+/* Oldest idle first: by when a connection last finished an answer, not
+ * by when it opened. */
+static void
+t_evicts_longest_idle(void **state)
 {
     struct h *h = h_new();
     struct config *cfg =
         status_config(h, "\"status\":{\"max_connections\":2}");
     struct resp r;
-    int a, b;
+    int a, b, c;
 
     (void)state;
     status_set_config(h->s, cfg, NULL);
     a = open_conn(h);
     b = open_conn(h);
+    ask(h, a); /* a is now the one idle for the shorter time */
     assert_int_equal(status_connections(h->s), 2);
-    /* A third connection is answered, with 503, and closed. */
-    request(h, "GET", "/livez", &r);
-    assert_int_equal(r.status, 503);
-    assert_string_equal(r.conn, "close");
-    json_free(json_body(&r));
+    c = open_conn(h);
+    assert_true(server_closed(h, b, 1000));
+    assert_false(server_closed(h, a, 0));
+    assert_false(server_closed(h, c, 0));
+    /* A probe through libcurl: a is idle longest now. */
+    expect_live(h);
+    assert_true(server_closed(h, a, 1000));
+    assert_false(server_closed(h, c, 0));
+    assert_int_equal(status_connections(h->s), 2);
+    close(a);
+    close(b);
+    close(c);
+    run_for(h, 50);
+    /* Room for libcurl's connection without closing anything. */
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_status_connections_evicted_total{"
+                               "state=\"idle\"}") == 2);
+    assert_true(sample(r.body, "reapd_status_connections") == 1);
     resp_clear(&r);
+    h_free(h);
+    config_free(cfg);
+}
+
+/* No connection idle: a newcomer is refused, 503 and closed, but a
+ * probe on it is answered all the same. */
+static void
+t_refused_but_probes_answered(void **state)
+{
+    struct h *h = h_new();
+    struct config *cfg =
+        status_config(h, "\"status\":{\"max_connections\":2}");
+    struct resp r;
+    struct json_node *root;
+    int a, b;
+
+    (void)state;
+    status_set_config(h->s, cfg, NULL);
+    a = half_request(h);
+    b = half_request(h);
+    run_for(h, 50);
+    assert_int_equal(status_connections(h->s), 2);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 503);
+    assert_string_equal(r.conn, "close");
+    root = json_body(&r);
+    assert_string_equal(json_string(json_get(root, "error")),
+                        "too many connections to the status endpoint");
+    json_free(root);
     resp_clear(&r);
-    /* One closes: room again. */
+    expect_live(h);
+    request(h, "GET", "/livez", &r);
+    assert_string_equal(r.conn, "close");
+    resp_clear(&r);
+    /* /readyz too: its own answer (not ready: nothing started). */
+    request(h, "GET", "/readyz", &r);
+    assert_int_equal(r.status, 503);
+    assert_string_equal(r.conn, "close");
+    root = json_body(&r);
+    assert_non_null(json_get(root, "ready"));
+    assert_false(json_get(root, "ready")->boolean);
+    json_free(root);
+    resp_clear(&r);
+    /* The half requests still wait: nobody closed them. */
+    assert_false(server_closed(h, a, 0));
+    assert_false(server_closed(h, b, 0));
     close(a);
     run_for(h, 50);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
     assert_true(sample(r.body, "reapd_status_rejected_total{reason=\""
-                               "too_many_connections\"}") == 2);
+                               "too_many_connections\"}") == 1);
+    assert_true(sample(r.body, "reapd_status_connections") == 2);
     resp_clear(&r);
     close(b);
     run_for(h, 50);
     h_free(h);
     config_free(cfg);
+}
+
+/* Connections refused and waiting for their request: as many as the cap,
+ * and at least 256 (twice the listen backlog). */
+#define WAITING 256
+
+/* `n` connections that connect and send nothing, accepted a batch at a
+ * time (each batch fits in the listen backlog). */
+static void
+silent_conns(struct h *h, int *fds, int n)
+{
+    int i;
+
+    for (i = 0; i < n; i++) {
+        fds[i] = raw_connect(h);
+        if (i % 64 == 63)
+            run_for(h, 20);
+    }
+    run_for(h, 50);
+}
+
+/* The refused connection waiting longest is closed for a newcomer when
+ * WAITING wait. */
+static void
+t_refused_waiting_are_bounded(void **state)
+{
+    struct h *h = h_new();
+    struct config *cfg =
+        status_config(h, "\"status\":{\"max_connections\":1}");
+    struct resp r;
+    int busy, w[WAITING], extra, i;
+
+    (void)state;
+    status_set_config(h->s, cfg, NULL);
+    busy = half_request(h);
+    run_for(h, 50);
+    silent_conns(h, w, WAITING);
+    assert_int_equal(status_connections(h->s), 1 + WAITING);
+    extra = raw_connect(h);
+    assert_true(server_closed(h, w[0], 1000));
+    assert_false(server_closed(h, w[1], 0));
+    assert_false(server_closed(h, extra, 0));
+    /* The probe's connection closes the next and is answered. */
+    expect_live(h);
+    assert_true(server_closed(h, w[1], 1000));
+    assert_false(server_closed(h, w[2], 0));
+    close(busy);
+    close(extra);
+    for (i = 0; i < WAITING; i++)
+        close(w[i]);
+    run_for(h, 100);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_status_connections_evicted_total{"
+                               "state=\"refused\"}") == 2);
+    assert_true(sample(r.body, "reapd_status_connections_evicted_total{"
+                               "state=\"idle\"}") == 0);
+    resp_clear(&r);
+    h_free(h);
+    config_free(cfg);
+}
+
+/*
+ * A probe accepted in one pass with a burst of newcomers, the waiting
+ * room full, its request not sent yet (it races the accept): the burst
+ * must not push it out. Found by the flood test, when the waiting room
+ * was only as large as max_connections: clients reconnecting together
+ * closed a kubelet-like probe's connection before its request was read.
+ */
+static void
+t_regress_probe_survives_a_burst(void **state)
+{
+    static const char probe[] = "GET /livez HTTP/1.1\r\nHost: x\r\n"
+                                "Connection: close\r\n\r\n";
+    struct h *h = h_new();
+    struct config *cfg =
+        status_config(h, "\"status\":{\"max_connections\":1}");
+    char buf[1024];
+    int busy, w[WAITING], burst[100], p, i;
+
+    (void)state;
+    status_set_config(h->s, cfg, NULL);
+    busy = half_request(h);
+    run_for(h, 50);
+    silent_conns(h, w, WAITING);
+    /* One accept pass: the probe, then 100 more (within the backlog). */
+    p = raw_connect(h);
+    for (i = 0; i < 100; i++)
+        burst[i] = raw_connect(h);
+    event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    assert_int_equal(send(p, probe, sizeof(probe) - 1, 0),
+                     (ssize_t)(sizeof(probe) - 1));
+    raw_collect(h, p, buf, sizeof(buf), 3000);
+    assert_int_equal(raw_status(buf), 200);
+    assert_non_null(strstr(buf, "{\"live\":true}"));
+    /* The oldest waiting ones made the room. */
+    assert_true(server_closed(h, w[0], 0));
+    assert_false(server_closed(h, w[WAITING - 1], 0));
+    close(busy);
+    close(p);
+    for (i = 0; i < WAITING; i++)
+        close(w[i]);
+    for (i = 0; i < 100; i++)
+        close(burst[i]);
+    run_for(h, 100);
+    h_free(h);
+    config_free(cfg);
+}
+
+/*
+ * A refused connection's request and a newcomer in the same loop pass,
+ * with the waiting room full: making room for the newcomer must not
+ * close the connection whose request evhttp is handing over (it was
+ * freed under evhttp: a use after free, found by the flood test).
+ */
+static void
+t_regress_request_and_newcomer_in_one_pass(void **state)
+{
+    static const char probe[] = "GET /livez HTTP/1.1\r\nHost: x\r\n\r\n";
+    struct h *h = h_new();
+    struct config *cfg =
+        status_config(h, "\"status\":{\"max_connections\":1}");
+    char buf[1024] = "";
+    size_t got = 0;
+    uint64_t deadline;
+    int busy, w1, w[WAITING - 1], w2, i;
+
+    (void)state;
+    status_set_config(h->s, cfg, NULL);
+    busy = half_request(h);
+    run_for(h, 50);
+    w1 = raw_connect(h);
+    run_for(h, 50); /* w1 waits, refused: the oldest of them */
+    silent_conns(h, w, WAITING - 1); /* the waiting room is full */
+    /* Ready in this order: the listener (w2), then w1's request. */
+    w2 = raw_connect(h);
+    assert_int_equal(send(w1, probe, sizeof(probe) - 1, 0),
+                     (ssize_t)(sizeof(probe) - 1));
+    deadline = loop_now_ms() + 3000;
+    while (strstr(buf, "{\"live\":true}") == NULL) {
+        ssize_t n = recv(w1, buf + got, sizeof(buf) - 1 - got, 0);
+
+        if (n > 0)
+            got += (size_t)n;
+        buf[got] = '\0';
+        if (n == 0)
+            fail_msg("w1 closed without its answer: \"%s\"", buf);
+        if (loop_now_ms() > deadline)
+            fail_msg("no answer for w1");
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
+    assert_int_equal(raw_status(buf), 200);
+    assert_true(server_closed(h, w1, 1000)); /* refused: one answer */
+    assert_false(server_closed(h, w2, 0));
+    close(busy);
+    close(w1);
+    close(w2);
+    for (i = 0; i < WAITING - 1; i++)
+        close(w[i]);
+    run_for(h, 100);
+    h_free(h);
+    config_free(cfg);
+}
+
+/* A refused connection whose request comes once there is room again is
+ * served like any other. */
+static void
+t_refused_served_when_room(void **state)
+{
+    struct h *h = h_new();
+    struct config *cfg =
+        status_config(h, "\"status\":{\"max_connections\":1}");
+    int busy, late;
+
+    (void)state;
+    status_set_config(h->s, cfg, NULL);
+    busy = half_request(h);
+    run_for(h, 50);
+    late = raw_connect(h);
+    run_for(h, 50);
+    close(busy);
+    run_for(h, 50);
+    ask(h, late);
+    /* Served, so kept alive: a second request on it. */
+    ask(h, late);
+    assert_false(server_closed(h, late, 0));
+    close(late);
+    run_for(h, 50);
+    h_free(h);
+    config_free(cfg);
+}
+
+/* The measured drip: one header byte every 4 s kept a connection for 28 s
+ * and more, evhttp's timeout counting only silence. The deadline counts
+ * the whole request (here shortened to 300 ms). */
+static void
+t_regress_dripping_request_closed_at_deadline(void **state)
+{
+    struct h *h = h_new();
+    static const char parts[][24] = {"GET /livez HTTP/1.1\r\n", "Host: x\r\n",
+                                     "\r\n"};
+    char buf[1024] = "";
+    struct resp r;
+    uint64_t start, took = 0;
+    size_t i, got = 0;
+    int fd, idle;
+
+    (void)state;
+    status_set_deadline_ms(h->s, 300);
+    /* Slow but within the deadline: answered. */
+    fd = raw_connect(h);
+    for (i = 0; i < 3; i++) {
+        assert_int_equal(send(fd, parts[i], strlen(parts[i]), 0),
+                         (ssize_t)strlen(parts[i]));
+        run_for(h, 60);
+    }
+    while (strstr(buf, "{\"live\":true}") == NULL && got < sizeof(buf) - 1) {
+        ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
+
+        if (n <= 0)
+            break;
+        got += (size_t)n;
+        buf[got] = '\0';
+    }
+    assert_int_equal(raw_status(buf), 200);
+    close(fd);
+    /* A byte every 50 ms, never a whole request: closed at ~300 ms. */
+    fd = half_request(h);
+    start = loop_now_ms();
+    while (loop_now_ms() - start < 3000) {
+        if (server_closed(h, fd, 50)) {
+            took = loop_now_ms() - start;
+            break;
+        }
+        if (send(fd, "x", 1, MSG_NOSIGNAL) != 1) {
+            took = loop_now_ms() - start;
+            break;
+        }
+    }
+    close(fd);
+    if (took == 0)
+        fail_msg("a dripping request was still open after 3 s");
+    if (took < 250 || took > 1000)
+        fail_msg("closed after %llu ms, deadline 300 ms",
+                 (unsigned long long)took);
+    /* An idle keep-alive connection ends at the deadline too, but that
+     * is no timed-out request. */
+    idle = open_conn(h);
+    assert_true(server_closed(h, idle, 1000));
+    close(idle);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_status_requests_timed_out_total") == 1);
+    resp_clear(&r);
+    h_free(h);
+}
+
+static struct rlimit saved_nofile;
+
+static int
+save_nofile(void **state)
+{
+    (void)state;
+    return getrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
+static int
+restore_nofile(void **state)
+{
+    (void)state;
+    return setrlimit(RLIMIT_NOFILE, &saved_nofile);
+}
+
+/* Lines of `path` that contain `what`. */
+static int
+count_lines(const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int n = 0;
+
+    assert_non_null(f);
+    while (fgets(line, sizeof(line), f) != NULL)
+        if (strstr(line, what) != NULL)
+            n++;
+    fclose(f);
+    return n;
+}
+
+/*
+ * The measured spin: with the descriptor limit reached, accept() failed,
+ * the listening socket stayed readable and the loop went round at 71%
+ * CPU writing millions of log lines. Now each failure pauses accepting
+ * (100, 200, 400, 800 ms...) and one line is logged.
+ */
+static void
+t_regress_accept_errors_pause(void **state)
+{
+    struct h *h = h_new();
+    enum log_level level = log_get_level();
+    struct rlimit low = saved_nofile;
+    char logpath[128];
+    struct resp r;
+    uint64_t end;
+    int waiting[8], fresh, logfd, lowest, passes = 0, i;
+    double errors;
+
+    (void)state;
+    expect_live(h);
+    /* Clients waiting in the backlog, so that every resume meets one
+     * (valgrind, emulating the limit, closes what it cannot give). */
+    for (i = 0; i < 8; i++)
+        waiting[i] = raw_connect(h);
+    snprintf(logpath, sizeof(logpath), "%s/log", h->dir);
+    logfd = open(logpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    assert_true(logfd >= 0);
+    log_setup(LOG_INFO, LOG_TEXT);
+    log_set_fd(logfd);
+    /* Every descriptor below the lowest free one is in use: a limit
+     * there leaves accept() nothing. */
+    lowest = open("/dev/null", O_RDONLY);
+    assert_true(lowest >= 0);
+    close(lowest);
+    low.rlim_cur = (rlim_t)lowest;
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+    end = loop_now_ms() + 1000;
+    while (loop_now_ms() < end) {
+        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
+        passes++;
+    }
+    assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved_nofile), 0);
+    log_set_fd(-1);
+    log_setup(level, LOG_TEXT);
+    /* About 100 passes of the 10 ms tick and 4 resumes; a spinning loop
+     * makes tens of thousands. */
+    if (passes > 400)
+        fail_msg("%d loop passes in 1 s with accept() failing", passes);
+    /* Accepting again after the next pause (800 ms at most). */
+    fresh = open_conn(h);
+    assert_int_equal(count_lines(logpath, "cannot accept a connection"), 1);
+    request(h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    /* Failures at 0, 100, 300 and 700 ms into the window. */
+    errors = sample(r.body, "reapd_status_accept_errors_total");
+    if (errors < 3 || errors > 5)
+        fail_msg("%g accept errors counted, 4 expected", errors);
+    resp_clear(&r);
+    close(fresh);
+    for (i = 0; i < 8; i++)
+        close(waiting[i]);
+    close(logfd);
+    unlink(logpath);
+    h_free(h);
 }
 
 int
@@ -1544,7 +2080,16 @@ main(void)
         cmocka_unit_test(t_metrics_histograms),
         cmocka_unit_test(t_config_redacted),
         cmocka_unit_test(t_auth),
-        cmocka_unit_test(t_connection_limit),
+        cmocka_unit_test(t_regress_idle_connections_do_not_lock_out_probes),
+        cmocka_unit_test(t_evicts_longest_idle),
+        cmocka_unit_test(t_refused_but_probes_answered),
+        cmocka_unit_test(t_refused_waiting_are_bounded),
+        cmocka_unit_test(t_regress_request_and_newcomer_in_one_pass),
+        cmocka_unit_test(t_regress_probe_survives_a_burst),
+        cmocka_unit_test(t_refused_served_when_room),
+        cmocka_unit_test(t_regress_dripping_request_closed_at_deadline),
+        cmocka_unit_test_setup_teardown(t_regress_accept_errors_pause,
+                                        save_nofile, restore_nofile),
     };
 
     signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
