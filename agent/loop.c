@@ -635,6 +635,31 @@ loop_set_max_calls(struct loop *l, size_t n)
         schedule_deferred(l);
 }
 
+/*
+ * libevent's own messages (it warns, for instance, when a client sends
+ * what evhttp cannot parse) go through log.c like everything else, and,
+ * since clients can cause them, one a second at most; those left out are
+ * counted into the next. Debug messages are off in libevent anyway.
+ */
+static void
+on_libevent_log(int severity, const char *msg)
+{
+    static uint64_t last_ms, dropped;
+    uint64_t now = loop_now_ms();
+
+    if (last_ms != 0 && now - last_ms < 1000) {
+        dropped++;
+        return;
+    }
+    last_ms = now;
+    log_msg(severity >= EVENT_LOG_ERR    ? LOG_ERROR
+            : severity >= EVENT_LOG_WARN ? LOG_WARN
+                                         : LOG_DEBUG,
+            NULL, "libevent: %s (%llu more left out)", msg,
+            (unsigned long long)dropped);
+    dropped = 0;
+}
+
 struct loop *
 loop_new(void)
 {
@@ -644,6 +669,7 @@ loop_new(void)
         log_error(NULL, "curl_global_init failed");
         return NULL;
     }
+    event_set_log_callback(on_libevent_log);
     l = calloc(1, sizeof(*l));
     if (l == NULL)
         goto out;

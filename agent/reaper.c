@@ -1471,6 +1471,10 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     lp.labels_truncated = c->labels_cut;
     lp.metadata_truncated = c->meta_cut;
     lc_init(&c->lc, &lp);
+    if (c->labels_cut)
+        r->st.labels_truncated++;
+    if (c->meta_cut)
+        r->st.metadata_truncated++;
     log_info(c->id, "tracking %s (image %s) under policy \"%s\": %s",
              c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
              policy_action_name(a));
@@ -1549,6 +1553,7 @@ on_meta(enum docker_status st, const struct docker_container *cs, size_t n,
     if (!c->meta_known) {
         log_error(c->id, "gone before its labels could be kept (out of "
                          "memory): no policy can be decided for it");
+        c->r->st.undecidable++;
         forget(c);
         return;
     }
@@ -2370,6 +2375,7 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->duplicates = r->duplicates;
     out->pruned = r->pruned;
     out->docker_reconnects = docker_watch_reconnects(r->d);
+    out->events_rejected = docker_watch_rejected(r->d);
     out->containerd_reconnects =
         r->ctrd != NULL ? ctrd_watch_reconnects(r->ctrd) : 0;
     out->leaked_tasks = r->nleaks;

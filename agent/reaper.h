@@ -75,6 +75,14 @@ void reaper_call_name(enum reaper_call c, const char **api, const char **call);
 /* Counters for metrics and tests. */
 struct reaper_stats {
     uint64_t events;
+    uint64_t events_rejected; /* unreadable, stepped over (docker.h) */
+    /* Containers whose labels, or name or image, were more than reapd
+     * keeps (docs/limits.md), counted when their policy is decided. */
+    uint64_t labels_truncated;
+    uint64_t metadata_truncated;
+    /* Gone before their labels could be kept (out of memory): no policy
+     * could be decided for them. */
+    uint64_t undecidable;
     uint64_t relists;
     uint64_t docker_reconnects;     /* events stream re-subscriptions */
     uint64_t containerd_reconnects; /* containerd events re-subscriptions */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <yajl/yajl_gen.h>
 
+#include "bounds.h"
 #include "config.h"
 #include "docker.h"
 #include "lifecycle.h"
@@ -848,6 +849,23 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     histograms(b, &st);
     metric(b, "reapd_events_received_total", "counter",
            "Container events received from the engine.", st.events);
+    metric(b, "reapd_events_rejected_total", "counter",
+           "Events that could not be read (malformed, too deep), stepped "
+           "over without a reconnect; a relist follows.",
+           st.events_rejected);
+    evbuffer_add_printf(
+        b,
+        "# HELP reapd_containers_truncated_total Containers whose labels, "
+        "or name or image, were more than reapd keeps (docs/limits.md).\n"
+        "# TYPE reapd_containers_truncated_total counter\n"
+        "reapd_containers_truncated_total{what=\"labels\"} %llu\n"
+        "reapd_containers_truncated_total{what=\"metadata\"} %llu\n",
+        (unsigned long long)st.labels_truncated,
+        (unsigned long long)st.metadata_truncated);
+    metric(b, "reapd_containers_undecidable_total", "counter",
+           "Containers gone before their labels could be kept (out of "
+           "memory): no policy was decided for them.",
+           st.undecidable);
     metric(b, "reapd_relists_total", "counter",
            "Full relists of the engine's containers.", st.relists);
     evbuffer_add_printf(b,
@@ -1026,7 +1044,11 @@ gen_node(yajl_gen g, const struct json_node *n)
 static void
 serve_reports(struct status *s, struct evhttp_request *req)
 {
-    struct json_limits lim = {.max_bytes = 1u << 20, .max_depth = 8};
+    /* Whatever the store holds, also a report too large for upstream. */
+    struct json_limits lim = {.max_bytes = STORE_BODY_MAX,
+                              .max_depth = 8,
+                              .max_items = LIMIT_LABELS_STORED + 64,
+                              .max_string = 64 * 1024};
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     struct store_reports list = {0};
     long limit = REPORTS_DEFAULT;
@@ -1079,6 +1101,8 @@ serve_reports(struct status *s, struct evhttp_request *req)
         yajl_gen_integer(g, r->attempts);
         gstr(g, "last_error");
         gstr(g, r->last_error);
+        gstr(g, "dead_reason");
+        gstr(g, store_dead_reason_name(r->dead_reason));
         gstr(g, "report");
         if (body != NULL)
             gen_node(g, body);

@@ -199,7 +199,10 @@ for name in reapd_build_info reapd_events_received_total \
   reapd_state_write_errors_total reapd_reports_unstored \
   reapd_reports_pruned_total reapd_config_reloads_total \
   reapd_cleanup_duration_seconds reapd_engine_request_duration_seconds \
-  reapd_report_latency_seconds reapd_status_connections reapd_status_rejected_total; do
+  reapd_report_latency_seconds reapd_status_connections reapd_status_rejected_total \
+  reapd_status_connections_evicted_total reapd_status_requests_timed_out_total \
+  reapd_status_accept_errors_total reapd_events_rejected_total \
+  reapd_containers_truncated_total reapd_containers_undecidable_total; do
   grep -q "^# TYPE $name " "$T/metrics" || fail "metric $name missing"
 done
 grep -Eq '^reapd_build_info\{version="[0-9]+\.[0-9]+\.[0-9]+[^"]*"\} 1$' \
