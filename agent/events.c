@@ -428,6 +428,8 @@ events_parser_feed(struct events_parser *p, const char *buf, size_t len)
             bad = json_stream_feed(p->js, buf, k) != 0;
             if (bad && p->failed)
                 return -1; /* on_object() stopped it with its own reason */
+            if (bad && json_stream_oom(p->js))
+                goto oom; /* not the event's fault: read it again */
             if (bad) {
                 reject(p, json_stream_error(p->js),
                        p->js_base + json_stream_error_offset(p->js));

@@ -140,6 +140,7 @@ struct json_stream {
     size_t trunc_raw; /* ... and this is its whole raw length */
 
     int failed;
+    int oom; /* the failure was an allocation, not the input */
     int finished;
     size_t err_offset;
     size_t err_doc;
@@ -269,6 +270,15 @@ fail(struct json_stream *s, size_t offset, const char *fmt, ...)
     s->err_offset = offset;
     s->err_doc = s->doc_open ? s->doc_start : offset;
     return 0;
+}
+
+/* As fail(), for an allocation that failed: the input may be fine. */
+static int
+fail_oom(struct json_stream *s, size_t offset)
+{
+    if (!s->failed)
+        s->oom = 1;
+    return fail(s, offset, "%s", JSON_ERR_OOM);
 }
 
 /* yajl's message, made one line: it ends in a newline and, verbose or not,
@@ -513,7 +523,7 @@ new_value(struct json_stream *s, enum json_type type, size_t start)
     n->offset = start;
     return n;
 oom:
-    fail(s, start, "out of memory");
+    fail_oom(s, start);
     return NULL;
 }
 
@@ -570,7 +580,7 @@ on_scalar(struct json_stream *s, enum json_type type, const void *text,
     if (text != NULL) {
         n->str = arena_strdup(&s->doc->arena, text, len);
         if (n->str == NULL)
-            return fail(s, start, "out of memory");
+            return fail_oom(s, start);
         n->len = len;
     }
     token_end(s);
@@ -649,7 +659,7 @@ cb_key(void *ctx, const unsigned char *text, size_t len)
     f->key_truncated = cut;
     f->key = arena_strdup(&s->doc->arena, text, len);
     if (f->key == NULL)
-        return fail(s, start, "out of memory");
+        return fail_oom(s, start);
     f->key_len = len;
     f->key_offset = start;
     token_end(s);
@@ -674,7 +684,7 @@ on_open(struct json_stream *s, enum json_type type)
             cap = s->lim.max_depth;
         f = realloc(s->stack, cap * sizeof *f);
         if (f == NULL)
-            return fail(s, start, "out of memory");
+            return fail_oom(s, start);
         s->stack = f;
         s->stack_cap = cap;
     }
@@ -1166,6 +1176,12 @@ json_stream_error_offset(const struct json_stream *s)
     return s->failed ? s->err_offset : 0;
 }
 
+int
+json_stream_oom(const struct json_stream *s)
+{
+    return s->failed && s->oom;
+}
+
 size_t
 json_stream_error_doc_start(const struct json_stream *s)
 {
@@ -1194,7 +1210,7 @@ json_parse(const char *buf, size_t len, const struct json_limits *limits,
 {
     struct json_node *root = NULL;
     struct json_stream *s;
-    const char *msg = "out of memory";
+    const char *msg = JSON_ERR_OOM;
     size_t off = 0;
 
     s = json_stream_new(limits, flags & ~JSON_MULTIPLE, keep_root, &root);

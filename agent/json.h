@@ -129,6 +129,10 @@ int json_stream_finish(struct json_stream *s);
  * detected (for a broken max_bytes: the first byte beyond the limit). */
 const char *json_stream_error(const struct json_stream *s);
 size_t json_stream_error_offset(const struct json_stream *s);
+/* Did the stream fail because memory ran out (not because of the
+ * input)? Then the input may be fine, and worth reading again. */
+int json_stream_oom(const struct json_stream *s);
+
 /* Where the document that failed began (its first byte that is not
  * blank), so a caller can resynchronise a stream of lines after it. */
 size_t json_stream_error_doc_start(const struct json_stream *s);
@@ -136,6 +140,10 @@ size_t json_stream_error_doc_start(const struct json_stream *s);
 /* Bytes of the current, still incomplete document (0 between documents,
  * and after an error). */
 size_t json_stream_pending(const struct json_stream *s);
+
+/* The message of an allocation failure, in json_parse's `err` and from
+ * json_stream_error: the input may be fine. */
+#define JSON_ERR_OOM "out of memory"
 
 /*
  * Parses exactly one document; anything but blanks (and, if allowed,

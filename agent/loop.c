@@ -56,6 +56,10 @@ struct callq {
     size_t n;
 };
 
+#define SOCK_POOL      256 /* spare socket records kept at most */
+#define SOCK_PRIME     8   /* made at start, before memory can run out */
+#define SOCK_UNWATCHED 64
+
 struct loop {
     struct event_base *base;
     CURLM *multi;
@@ -72,11 +76,25 @@ struct loop {
     struct callq dead;
     size_t nbounded;  /* bounded calls inside libcurl */
     size_t max_calls; /* 0: no cap */
+    /* Socket records come from a pool, so libcurl's socket callback
+     * seldom allocates; when it must and cannot, the socket waits in
+     * `unwatched` (no allocation) and is watched from the deferred event.
+     * Failing the callback instead would make libcurl abort every
+     * transfer on the handle, the events streams included. */
+    struct sock *spare;
+    size_t nspare;
+    struct {
+        curl_socket_t fd;
+        short kind;
+    } unwatched[SOCK_UNWATCHED];
+    size_t nunwatched;
 };
 
+/* A watched socket: the record and its event in one block. */
 struct sock {
-    struct event *ev;
+    struct event *ev; /* points into this block */
     struct loop *l;
+    struct sock *next; /* in the pool */
 };
 
 static void check_multi_info(struct loop *l);
@@ -135,6 +153,77 @@ on_timer(evutil_socket_t fd, short what, void *arg)
     socket_action(arg, CURL_SOCKET_TIMEOUT, 0);
 }
 
+static struct sock *
+sock_get(struct loop *l)
+{
+    struct sock *sk = l->spare;
+
+    if (sk != NULL) {
+        l->spare = sk->next;
+        l->nspare--;
+        return sk;
+    }
+    sk = calloc(1, sizeof(*sk) + event_get_struct_event_size());
+    if (sk == NULL)
+        return NULL;
+    sk->ev = (struct event *)(void *)(sk + 1);
+    sk->l = l;
+    return sk;
+}
+
+static void
+sock_put(struct loop *l, struct sock *sk)
+{
+    if (l->nspare >= SOCK_POOL) {
+        free(sk);
+        return;
+    }
+    sk->next = l->spare;
+    l->spare = sk;
+    l->nspare++;
+}
+
+static void schedule_deferred(struct loop *l);
+
+static void
+unwatched_drop(struct loop *l, curl_socket_t s)
+{
+    size_t i;
+
+    for (i = 0; i < l->nunwatched; i++)
+        if (l->unwatched[i].fd == s) {
+            l->unwatched[i] = l->unwatched[--l->nunwatched];
+            return;
+        }
+}
+
+/* Watches `s` for libcurl; -1 only when even the fallback is full. */
+static int
+watch(struct loop *l, curl_socket_t s, short kind)
+{
+    struct sock *sk = sock_get(l);
+    size_t i;
+
+    if (sk == NULL) {
+        for (i = 0; i < l->nunwatched; i++)
+            if (l->unwatched[i].fd == s)
+                break;
+        if (i == SOCK_UNWATCHED)
+            return -1;
+        l->unwatched[i].fd = s;
+        l->unwatched[i].kind = kind;
+        if (i == l->nunwatched)
+            l->nunwatched++;
+        schedule_deferred(l);
+        return 0;
+    }
+    unwatched_drop(l, s);
+    event_assign(sk->ev, l->base, s, kind, on_socket_event, l);
+    curl_multi_assign(l->multi, s, sk);
+    event_add(sk->ev, NULL);
+    return 0;
+}
+
 static int
 curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
                void *socketp)
@@ -145,9 +234,10 @@ curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
 
     (void)easy;
     if (what == CURL_POLL_REMOVE) {
+        unwatched_drop(l, s);
         if (sk != NULL) {
-            event_free(sk->ev);
-            free(sk);
+            event_del(sk->ev);
+            sock_put(l, sk);
             curl_multi_assign(l->multi, s, NULL);
         }
         return 0;
@@ -157,21 +247,10 @@ curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
         kind |= EV_READ;
     if (what & CURL_POLL_OUT)
         kind |= EV_WRITE;
-    if (sk == NULL) {
-        sk = calloc(1, sizeof(*sk));
-        if (sk == NULL)
-            return -1;
-        sk->l = l;
-        sk->ev = event_new(l->base, s, kind, on_socket_event, l);
-        if (sk->ev == NULL) {
-            free(sk);
-            return -1;
-        }
-        curl_multi_assign(l->multi, s, sk);
-    } else {
-        event_del(sk->ev);
-        event_assign(sk->ev, l->base, s, kind, on_socket_event, l);
-    }
+    if (sk == NULL)
+        return watch(l, s, kind);
+    event_del(sk->ev);
+    event_assign(sk->ev, l->base, s, kind, on_socket_event, l);
     event_add(sk->ev, NULL);
     return 0;
 }
@@ -305,6 +384,18 @@ on_deferred(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    while (l->nunwatched > 0) {
+        size_t n = l->nunwatched;
+
+        /* Memory ran out in the socket callback: try again now. */
+        watch(l, l->unwatched[n - 1].fd, l->unwatched[n - 1].kind);
+        if (l->nunwatched == n) {
+            struct timeval tv = {0, 100000};
+
+            event_add(l->deferred, &tv); /* still none: in 100 ms */
+            break;
+        }
+    }
     while (l->dead.head != NULL)
         call_free(l->dead.head);
     while ((c = l->wait.head) != NULL && has_room(l, c)) {
@@ -664,6 +755,7 @@ struct loop *
 loop_new(void)
 {
     struct loop *l = NULL, *result = NULL;
+    size_t i;
 
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
         log_error(NULL, "curl_global_init failed");
@@ -682,6 +774,16 @@ loop_new(void)
     l->max_calls = LOOP_MAX_CALLS;
     if (l->multi == NULL || l->timer == NULL || l->deferred == NULL)
         goto out;
+    for (i = 0; i < SOCK_PRIME; i++) {
+        struct sock *sk =
+            calloc(1, sizeof(*sk) + event_get_struct_event_size());
+
+        if (sk == NULL)
+            goto out;
+        sk->ev = (struct event *)(void *)(sk + 1);
+        sk->l = l;
+        sock_put(l, sk);
+    }
     curl_multi_setopt(l->multi, CURLMOPT_SOCKETFUNCTION, curl_socket_cb);
     curl_multi_setopt(l->multi, CURLMOPT_SOCKETDATA, l);
     curl_multi_setopt(l->multi, CURLMOPT_TIMERFUNCTION, curl_timer_cb);
@@ -709,6 +811,12 @@ loop_free(struct loop *l)
         event_free(l->timer);
     if (l->deferred != NULL)
         event_free(l->deferred);
+    while (l->spare != NULL) {
+        struct sock *sk = l->spare;
+
+        l->spare = sk->next;
+        free(sk);
+    }
     if (l->base != NULL)
         event_base_free(l->base);
     free(l);

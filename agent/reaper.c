@@ -74,6 +74,10 @@ struct rec {
     uint64_t meta_t0, inspect_t0, delete_t0, task_t0, task_del_t0, ctr_del_t0;
     unsigned meta_failures;
     struct event *step, *warn, *giveup;
+    /* A report that could not be made (out of memory) is made again on
+     * this timer; the record is forgotten only after it. */
+    struct event *again;
+    bool report_due, forget_due;
 
     bool slot_queued, slot_held;
     struct rec *qprev, *qnext;
@@ -793,6 +797,7 @@ journal_stored(struct reaper *r)
 struct replay {
     struct reaper *r;
     size_t lines, recovered, bad;
+    bool oom; /* a line could not be read for want of memory */
 };
 
 static void keep_unsaved(struct reaper *r, const char *id, const char *cid,
@@ -806,8 +811,15 @@ on_journal_line(const char *line, size_t len, void *arg)
     char id[33], cid[65];
     int rc;
 
+    if (rp->oom)
+        return; /* the replay fails; nothing past that line is taken */
     rp->lines++;
-    if (report_line_ids(line, len, id, cid) != 0) {
+    rc = report_line_ids(line, len, id, cid);
+    if (rc == -2) {
+        rp->oom = true;
+        return;
+    }
+    if (rc != 0) {
         rp->bad++;
         return;
     }
@@ -845,6 +857,13 @@ recover_journal(struct reaper *r)
     }
     if (report_log_replay(r->rl, from, on_journal_line, &rp, &end) != 0) {
         log_error(NULL, "cannot read %s: %m", report_log_path(r->rl));
+        return -1;
+    }
+    if (rp.oom) {
+        /* Moving the checkpoint past a line not read could lose its
+         * report: fail, and read it again at the next start. */
+        log_error(NULL, "out of memory reading %s; not starting",
+                  report_log_path(r->rl));
         return -1;
     }
     if (rp.bad > 0)
@@ -1139,7 +1158,9 @@ cleanup_result(const struct lc *lc)
     return REAPER_CLEANUP_UNCONFIRMED;
 }
 
-static void
+/* false only when the report could not be made for want of memory (then
+ * nothing of it was written): make it again later. */
+static bool
 make_report(struct rec *c)
 {
     struct reaper *r = c->r;
@@ -1155,7 +1176,7 @@ make_report(struct rec *c)
     int rc;
 
     if (!c->report_on)
-        return;
+        return true;
     memset(&rep, 0, sizeof(rep));
     rep.node = r->cfg->node;
     rep.container_id = c->id;
@@ -1200,8 +1221,8 @@ make_report(struct rec *c)
     json = report_to_json(&rep, &len);
     if (json == NULL) {
         r->st.report_errors++;
-        log_error(c->id, "out of memory making a report");
-        return;
+        log_error(c->id, "out of memory making a report; again in 1 s");
+        return false;
     }
     hist_observe(&r->st.cleanup[cleanup_result(lc)], cleanup_bounds,
                  NBOUNDS(cleanup_bounds), (double)rep.cleanup_ms / 1000.0);
@@ -1222,7 +1243,7 @@ make_report(struct rec *c)
         if (rc != 0) {
             keep_unsaved(r, rep.report_id, c->id, json, len);
             free(json);
-            return;
+            return true;
         }
         journal_stored(r);
     }
@@ -1247,6 +1268,23 @@ make_report(struct rec *c)
     if (r->report_cb != NULL)
         r->report_cb(json, len, r->report_arg);
     free(json);
+    return true;
+}
+
+static void
+on_report_again(evutil_socket_t fd, short what, void *arg)
+{
+    struct rec *c = arg;
+
+    (void)fd;
+    (void)what;
+    if (!make_report(c)) {
+        arm(c, &c->again, on_report_again, 1000);
+        return;
+    }
+    c->report_due = false;
+    if (c->forget_due)
+        forget(c);
 }
 
 /* ---- carrying out actions ---------------------------------------------- */
@@ -1352,9 +1390,16 @@ apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_REPORT:
-            make_report(c);
+            if (!make_report(c)) {
+                c->report_due = true;
+                arm(c, &c->again, on_report_again, 1000);
+            }
             break;
         case ACT_FORGET:
+            if (c->report_due) {
+                c->forget_due = true; /* after the report */
+                break;
+            }
             forget(c);
             return false;
         }
@@ -1416,6 +1461,8 @@ forget(struct rec *c)
         event_free(c->warn);
     if (c->giveup != NULL)
         event_free(c->giveup);
+    if (c->again != NULL)
+        event_free(c->again);
     rec_unlink(c);
     free_meta(c);
     free(c->pend);
@@ -1427,8 +1474,9 @@ forget(struct rec *c)
 
 /* ---- deciding the policy ------------------------------------------------ */
 
-/* Metadata known: choose the policy and start the lifecycle. */
-static void
+/* Metadata known: choose the policy and start the lifecycle. false when
+ * it could not (out of memory): nothing changed, decide again later. */
+static bool
 decide(struct rec *c, bool found, const struct lc_inspect *state)
 {
     struct reaper *r = c->r;
@@ -1438,6 +1486,7 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     struct lc_params lp;
     struct lc_obs *pend = c->pend, o;
     size_t npend = c->npend, i;
+    char *policy = NULL;
 
     /* A glob must not match a prefix: a truncated name or image counts as
      * absent. A truncated label value cannot equal a policy value, and a
@@ -1445,16 +1494,21 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     a = policy_decide(&cfg->policies, c->meta_cut ? NULL : c->name,
                       c->meta_cut ? NULL : c->image, c->labels, c->nlabels,
                       &p);
+    if (a != POLICY_IGNORE) {
+        policy = strdup(p != NULL ? p->name : "default");
+        if (policy == NULL)
+            return false;
+    }
     c->pend = NULL;
     c->npend = 0;
     if (a == POLICY_IGNORE) {
         c->kind = R_IGNORED;
         free(pend);
         free_meta(c); /* an ignored record is just its id */
-        return;
+        return true;
     }
     c->kind = R_MANAGED;
-    c->policy = strdup(p != NULL ? p->name : "default");
+    c->policy = policy;
     c->force = p != NULL ? p->force : true;
     c->volumes = p != NULL ? p->remove_volumes : false;
     c->report_on = p != NULL ? p->report : true;
@@ -1482,7 +1536,7 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     for (i = 0; i < npend; i++)
         if (!feed(c, &pend[i])) {
             free(pend);
-            return; /* forgotten (e.g. destroyed before it ran) */
+            return true; /* forgotten (e.g. destroyed before it ran) */
         }
     free(pend);
     memset(&o, 0, sizeof(o));
@@ -1493,10 +1547,25 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
         o.kind = OBS_ABSENT;
     }
     feed(c, &o);
+    return true;
+}
+
+static void on_meta_step(evutil_socket_t fd, short what, void *arg);
+
+/* Could not decide for want of memory: try again after a backoff (the
+ * container is listed again; nothing was taken from its record). */
+static void
+decide_later(struct rec *c)
+{
+    c->kind = R_DISCOVERING;
+    c->meta_failures++;
+    log_error(c->id, "out of memory deciding its policy; deciding later");
+    arm(c, &c->step, on_meta_step,
+        backoff_delay_ms(c->meta_failures, 250, 10000,
+                         backoff_rand(&c->r->rnd)));
 }
 
 static void meta_fetch(struct rec *c);
-static void on_meta_step(evutil_socket_t fd, short what, void *arg);
 
 /*
  * Decides on a list answer. Never on partial data: when its labels
@@ -1506,16 +1575,8 @@ static void on_meta_step(evutil_socket_t fd, short what, void *arg);
 static void
 decide_listed(struct rec *c, const struct docker_container *dc)
 {
-    if (meta_from_list(c, dc) != 0) {
-        c->kind = R_DISCOVERING;
-        c->meta_failures++;
-        log_error(c->id, "out of memory copying labels; deciding later");
-        arm(c, &c->step, on_meta_step,
-            backoff_delay_ms(c->meta_failures, 250, 10000,
-                             backoff_rand(&c->r->rnd)));
-        return;
-    }
-    decide(c, true, &dc->state);
+    if (meta_from_list(c, dc) != 0 || !decide(c, true, &dc->state))
+        decide_later(c);
 }
 
 static void
@@ -1557,7 +1618,8 @@ on_meta(enum docker_status st, const struct docker_container *cs, size_t n,
         forget(c);
         return;
     }
-    decide(c, false, NULL);
+    if (!decide(c, false, NULL))
+        decide_later(c);
 }
 
 static void
@@ -1711,6 +1773,7 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
     size_t i, b, nabsent = 0;
     struct lc_obs o;
     struct timeval tv;
+    bool incomplete = false;
 
     r->relist_req = NULL;
     call_done(r, REAPER_CALL_DOCKER_LIST, r->relist_t0);
@@ -1739,8 +1802,10 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
         c = lookup(r, cs[i].id);
         if (c == NULL) {
             c = rec_new(r, cs[i].id);
-            if (c == NULL)
+            if (c == NULL) {
+                incomplete = true; /* out of memory: seen next time */
                 continue;
+            }
             decide_listed(c, &cs[i]);
             continue;
         }
@@ -1779,6 +1844,8 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
             feed(c, &o);
         }
         free(absent);
+    } else {
+        incomplete = true;
     }
     /* Everyone still here is now "before" the next relist. */
     for (b = 0; b < r->nbuckets; b++) {
@@ -1795,6 +1862,15 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
                  "%zu tracked",
                  n, r->nrecs);
     r->relisted = true;
+    if (incomplete) {
+        /* Out of memory for part of it: another relist, soon, finds what
+         * this one could not take in. */
+        log_error(NULL, "out of memory taking in the relist; relisting "
+                        "again in 1 s");
+        tv.tv_sec = 1;
+        tv.tv_usec = 0;
+        evtimer_add(r->relist_timer, &tv);
+    }
     /* The answer (megabytes with thousands of containers) is freed when
      * this callback returns; the heap it grew would otherwise stay
      * resident for good. */

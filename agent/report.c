@@ -667,9 +667,13 @@ report_line_ids(const char *line, size_t len, char id[33], char cid[65])
                               .max_depth = 8,
                               .max_items = READ_ITEMS,
                               .max_string = READ_STRING};
-    struct json_node *root = json_parse(line, len, &lim, 0, NULL, 0, NULL);
+    char err[64] = "";
+    struct json_node *root =
+        json_parse(line, len, &lim, 0, err, sizeof(err), NULL);
     int rc = -1;
 
+    if (root == NULL && strcmp(err, JSON_ERR_OOM) == 0)
+        return -2;
     if (root != NULL && hex_member(root, "report_id", 32, id) == 0 &&
         hex_member(root, "container_id", 64, cid) == 0)
         rc = 0;

@@ -155,8 +155,8 @@ int report_log_replay(struct report_log *rl, int64_t from, report_line_cb cb,
 
 /* The report_id (32 hex) and container_id (64 hex) of a report line; it
  * reads any line report_to_json can make (the bounds of bounds.h, and
- * never less than what earlier versions wrote). 0, or -1 if the line is
- * not a report. */
+ * never less than what earlier versions wrote). 0, -1 if the line is
+ * not a report, or -2 if memory ran out (the line may be fine). */
 int report_line_ids(const char *line, size_t len, char id[33], char cid[65]);
 
 #endif
