@@ -985,6 +985,10 @@ feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
             } else if (structural(c)) {
                 s->bare = 0;
             } else if (++s->bare > BARE_MAX) {
+                /* Whatever came before it is read first, as it would be
+                 * had the input been cut just before this byte. */
+                if (hand_upto(s, buf, from, at0, at0 + i) != 0)
+                    return -1;
                 fail(s, at0 + i, "token longer than %zu bytes", BARE_MAX);
                 return -1;
             }

@@ -948,6 +948,17 @@ test_cut_errors(void **state)
     big = repeat("[", "1", 1024, "]");
     expect_ok(big, &lim, JSON_TRUNCATE);
     free(big);
+    /* What came before a bad token is read whatever the chunking (fuzz
+     * finding bare-token-drops-earlier-event). */
+    big = repeat("[1] ", "x", 1100, "");
+    {
+        char *r = run_all_chunks(big, &lim, JSON_TRUNCATE | JSON_MULTIPLE);
+
+        assert_non_null(strstr(r, "@0[@1#1]\nerror '"));
+        assert_non_null(strstr(r, "docs=1"));
+        free(r);
+    }
+    free(big);
 }
 
 /* A string of megabytes costs neither a buffer nor a failure. */
