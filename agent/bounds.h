@@ -54,4 +54,16 @@
     (6 * (LIMIT_LABELS_STORED_BYTES + LIMIT_NAME_BYTES + LIMIT_IMAGE_BYTES) + \
      (size_t)64 * 1024)
 
+/* What readers of records and report lines accept: at least the bounds
+ * above, and never less than earlier versions wrote (4096 labels, 64 KiB
+ * strings), so files from before these bounds stay readable. */
+#define LIMIT_READ_ITEMS                                                      \
+    (LIMIT_LABELS_STORED + 64 > 4096 ? LIMIT_LABELS_STORED + 64 : 4096)
+#define LIMIT_READ_STRING ((size_t)64 * 1024)
+_Static_assert(LIMIT_READ_STRING >= LIMIT_LABEL_KEY &&
+                   LIMIT_READ_STRING >= LIMIT_LABEL_VALUE &&
+                   LIMIT_READ_STRING >= LIMIT_NAME_BYTES &&
+                   LIMIT_READ_STRING >= LIMIT_IMAGE_BYTES,
+               "the readers take every string the writers keep");
+
 #endif

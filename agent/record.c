@@ -19,15 +19,10 @@
 /* What the reader accepts: whatever record_to_json writes (bounds.h),
  * and never less than earlier versions wrote (4096 labels, 64 KiB
  * strings), so records from before these bounds stay readable. */
-#define READ_BYTES LIMIT_RECORD_BYTES
-#define READ_ITEMS                                                            \
-    (LIMIT_LABELS_STORED + 64 > 4096 ? LIMIT_LABELS_STORED + 64 : 4096)
-#define READ_STRING ((size_t)64 * 1024)
-_Static_assert(READ_STRING >= LIMIT_LABEL_KEY &&
-                   READ_STRING >= LIMIT_LABEL_VALUE &&
-                   READ_STRING >= LIMIT_NAME_BYTES &&
-                   READ_STRING >= LIMIT_IMAGE_BYTES &&
-                   READ_STRING >= REPORT_TEXT_MAX,
+#define READ_BYTES  LIMIT_RECORD_BYTES
+#define READ_ITEMS  LIMIT_READ_ITEMS
+#define READ_STRING LIMIT_READ_STRING
+_Static_assert(READ_STRING >= REPORT_TEXT_MAX,
                "the reader takes every string the writer writes");
 
 struct record {

@@ -37,14 +37,9 @@ _Static_assert(6 * (REPORT_TEXTS * REPORT_TEXT_MAX +
 /* What the reader of report lines accepts: at least the bounds above,
  * and never less than earlier versions wrote (4096 labels, 64 KiB
  * strings), so a journal from before them stays readable. */
-#define READ_ITEMS                                                            \
-    (LIMIT_LABELS_STORED + 64 > 4096 ? LIMIT_LABELS_STORED + 64 : 4096)
-#define READ_STRING ((size_t)64 * 1024)
-_Static_assert(READ_STRING >= LIMIT_LABEL_KEY &&
-                   READ_STRING >= LIMIT_LABEL_VALUE &&
-                   READ_STRING >= LIMIT_NAME_BYTES &&
-                   READ_STRING >= LIMIT_IMAGE_BYTES &&
-                   READ_STRING >= REPORT_TEXT_MAX,
+#define READ_ITEMS  LIMIT_READ_ITEMS
+#define READ_STRING LIMIT_READ_STRING
+_Static_assert(READ_STRING >= REPORT_TEXT_MAX,
                "the reader takes every string a writer writes");
 
 struct report_log {

@@ -1047,8 +1047,8 @@ serve_reports(struct status *s, struct evhttp_request *req)
     /* Whatever the store holds, also a report too large for upstream. */
     struct json_limits lim = {.max_bytes = STORE_BODY_MAX,
                               .max_depth = 8,
-                              .max_items = LIMIT_LABELS_STORED + 64,
-                              .max_string = 64 * 1024};
+                              .max_items = LIMIT_READ_ITEMS,
+                              .max_string = LIMIT_READ_STRING};
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     struct store_reports list = {0};
     long limit = REPORTS_DEFAULT;
