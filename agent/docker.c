@@ -8,10 +8,12 @@
  */
 #include "docker.h"
 
+#include <ctype.h>
 #include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -34,7 +36,9 @@ struct docker {
     char *socket;
     long timeout_ms;
     long reconnect_max_ms;
-    char api[16]; /* negotiated version, "" until known */
+    char api[16];                     /* negotiated version, "" until known */
+    struct docker_engine_info engine; /* the last /version answer */
+    bool engine_known;
     uint32_t rnd;
     struct docker_req *reqs; /* in flight, for docker_free */
     events_label_cb wanted;  /* labels a policy names */
@@ -56,6 +60,10 @@ struct docker {
     uint64_t rejected_logged;
     uint64_t reject_log_ms; /* when the last line about them was written */
     bool subscribed_once;
+    /* Since the last subscription (after the first), the engine refused
+     * or failed a connection: it was down, not just the stream cut. */
+    bool unreachable;
+    bool after_outage; /* ... said of the subscription now open */
     bool feeding;      /* inside events_parser_feed */
     bool parser_dead;  /* free the parser once the feed returns */
     bool free_pending; /* docker_free ran from an event callback */
@@ -299,15 +307,63 @@ api_number(const char *v)
     return major * 1000 + minor;
 }
 
+/* Copies a version string the engine gave, or "" when it is absent or
+ * not one: it ends up in logs and Prometheus label values unescaped. */
+static void
+take_version(const struct json_node *n, char *out, size_t outlen)
+{
+    const char *s = cstr(n);
+    size_t i;
+
+    out[0] = '\0';
+    if (s == NULL || s[0] == '\0' || strlen(s) >= outlen)
+        return;
+    for (i = 0; s[i] != '\0'; i++)
+        if (!isalnum((unsigned char)s[i]) && strchr(".+~_-:", s[i]) == NULL)
+            return;
+    memcpy(out, s, i + 1);
+}
+
+/* The Version of the component named `name` in Components[]. */
+static const struct json_node *
+component_version(const struct json_node *root, const char *name)
+{
+    const struct json_node *list = json_get(root, "Components"), *c, *n;
+    size_t i;
+
+    if (list == NULL || list->type != JSON_ARRAY)
+        return NULL;
+    for (i = 0; i < list->count; i++) {
+        c = list->items[i];
+        n = json_get(c, "Name");
+        if (cstr(n) != NULL && strcasecmp(cstr(n), name) == 0)
+            return json_get(c, "Version");
+    }
+    return NULL;
+}
+
 int
 docker_parse_version(const char *body, size_t len, char *out, size_t outlen,
                      char *err, size_t errlen)
+{
+    struct docker_engine_info info;
+
+    if (docker_parse_engine(body, len, &info, err, errlen) != 0)
+        return -1;
+    snprintf(out, outlen, "%s", info.api);
+    return 0;
+}
+
+int
+docker_parse_engine(const char *body, size_t len,
+                    struct docker_engine_info *out, char *err, size_t errlen)
 {
     struct json_limits lim = {.max_bytes = 1u << 20, .max_depth = 8};
     struct json_node *root;
     const char *srv, *min;
     int nsrv, nmin, nuse, result = -1;
 
+    memset(out, 0, sizeof(*out));
     root = json_parse(body, len, &lim, 0, err, errlen, NULL);
     if (root == NULL)
         return -1;
@@ -328,7 +384,13 @@ docker_parse_version(const char *body, size_t len, char *out, size_t outlen,
                  DOCKER_API_MIN, DOCKER_API_MAX);
         goto out;
     }
-    snprintf(out, outlen, "%d.%d", nuse / 1000, nuse % 1000);
+    snprintf(out->api, sizeof(out->api), "%d.%d", nuse / 1000, nuse % 1000);
+    snprintf(out->engine_api, sizeof(out->engine_api), "%d.%d", nsrv / 1000,
+             nsrv % 1000);
+    take_version(json_get(root, "Version"), out->version,
+                 sizeof(out->version));
+    take_version(component_version(root, "containerd"),
+                 out->containerd_version, sizeof(out->containerd_version));
     result = 0;
 out:
     json_free(root);
@@ -908,6 +970,8 @@ on_events_headers(long status, void *arg)
     d->wfailures = 0;
     if (d->subscribed_once)
         d->reconnects++;
+    d->after_outage = d->subscribed_once && d->unreachable;
+    d->unreachable = false;
     d->subscribed_once = true;
     if (d->cbs.on_subscribed != NULL)
         d->cbs.on_subscribed(d->cbs_arg);
@@ -1045,19 +1109,31 @@ static void
 on_version_done(const struct http_response *res, void *arg)
 {
     struct docker *d = arg;
-    char err[256] = "", api[16];
+    char err[256] = "";
+    struct docker_engine_info info;
 
     d->wcall = NULL;
     if (res->error != HTTPC_OK) {
         snprintf(err, sizeof(err), "version: %s", res->errmsg);
+        d->unreachable = res->error != HTTPC_ERR_TOO_LARGE;
     } else if (res->status != 200) {
         snprintf(err, sizeof(err), "version: HTTP %ld", res->status);
-    } else if (docker_parse_version(res->body, res->body_len, api, sizeof(api),
-                                    err, sizeof(err)) == 0) {
-        if (strcmp(api, d->api) != 0)
-            log_info(NULL, "docker: using Engine API %s on %s", api,
+    } else if (docker_parse_engine(res->body, res->body_len, &info, err,
+                                   sizeof(err)) == 0) {
+        /* Said at the start and again whenever it changed (an engine
+         * upgraded or replaced under reapd). */
+        if (!d->engine_known || memcmp(&info, &d->engine, sizeof(info)) != 0)
+            log_info(NULL,
+                     "docker: engine %s (API %s; reapd uses %s), "
+                     "containerd %s, on %s",
+                     info.version[0] ? info.version : "(unknown version)",
+                     info.engine_api, info.api,
+                     info.containerd_version[0] ? info.containerd_version
+                                                : "(unknown version)",
                      d->socket);
-        memcpy(d->api, api, sizeof(d->api));
+        d->engine = info;
+        d->engine_known = true;
+        memcpy(d->api, info.api, sizeof(d->api));
         open_events(d);
         return;
     }
@@ -1159,6 +1235,18 @@ docker_set_labels(struct docker *d, events_label_cb wanted, void *arg)
     d->wanted_arg = arg;
     if (d->parser != NULL)
         events_parser_set_labels(d->parser, wanted, arg);
+}
+
+bool
+docker_watch_after_outage(const struct docker *d)
+{
+    return d->phase == W_OPEN && d->after_outage;
+}
+
+const struct docker_engine_info *
+docker_engine(const struct docker *d)
+{
+    return d->engine_known ? &d->engine : NULL;
 }
 
 const char *

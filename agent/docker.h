@@ -81,6 +81,20 @@ void docker_set_labels(struct docker *d, events_label_cb wanted, void *arg);
 /* The API version in use ("1.41"), once negotiated; else NULL. */
 const char *docker_api_version(const struct docker *d);
 
+/* What the engine says it is, from its /version answer. Each string is
+ * "" when the engine did not say, or said something other than a version
+ * (only letters, digits and . + ~ _ - : are taken, at most 63). */
+struct docker_engine_info {
+    char api[16];                /* the version reapd uses with it */
+    char engine_api[16];         /* the engine's own ApiVersion */
+    char version[64];            /* dockerd's, "20.10.24+dfsg1" */
+    char containerd_version[64]; /* its containerd's, "1.6.20~ds1" */
+};
+
+/* Read again at every (re)subscription, since the engine may have been
+ * upgraded under reapd; NULL until the first /version answer. */
+const struct docker_engine_info *docker_engine(const struct docker *d);
+
 /*
  * Calls. Each returns a request handle, valid until its callback runs or
  * docker_cancel is called, or NULL when it could not even be started (no
@@ -115,6 +129,11 @@ bool docker_watch_connected(const struct docker *d);
 int64_t docker_watch_checkpoint(const struct docker *d);
 uint64_t docker_watch_reconnects(const struct docker *d);
 uint64_t docker_watch_events(const struct docker *d);
+/* The subscription now open follows one that was lost while the engine
+ * itself could not be reached (its API refused or failed the /version
+ * call at least once): dockerd was down or restarting, so containers
+ * that exited meanwhile had no die event. */
+bool docker_watch_after_outage(const struct docker *d);
 /* Events that could not be read (malformed, too deep, too big as sent),
  * stepped over without a reconnect; see events.h. */
 uint64_t docker_watch_rejected(const struct docker *d);
@@ -134,6 +153,11 @@ int docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
  * MinAPIVersion: "1.41" etc. into `out`. -1 if the engine is too old. */
 int docker_parse_version(const char *body, size_t len, char *out,
                          size_t outlen, char *err, size_t errlen);
+/* The same, and what the engine says of itself (Version, and the
+ * Version of its "containerd" component), into `out`. */
+int docker_parse_engine(const char *body, size_t len,
+                        struct docker_engine_info *out, char *err,
+                        size_t errlen);
 void docker_parsed_free(struct docker_parsed *ctx);
 
 /* Is `s` exactly 64 lowercase hex digits? */

@@ -144,6 +144,9 @@ note_die(struct lc *c, const struct lc_obs *o)
     c->die_seen = true;
     c->die_has_code = o->has_exit_code;
     c->die_code = o->exit_code;
+    /* The engine saw this exit happen: it was up, whatever the relist
+     * after the outage suggested (the die was replayed after it). */
+    c->anomalies &= ~(uint32_t)LC_AN_EXITED_ENGINE_DOWN;
     check_mismatch(c);
 }
 
@@ -417,7 +420,12 @@ on_found(struct lc *c, const struct lc_obs *o, struct lc_result *res)
                 c->ran = true;
             return;
         }
-        begin_exit(c, o->now_ms, res, "relist: found exited");
+        begin_exit(c, o->now_ms, res,
+                   o->after_outage ? "relist: found exited after the "
+                                     "engine was down"
+                                   : "relist: found exited");
+        if (o->after_outage)
+            c->anomalies |= LC_AN_EXITED_ENGINE_DOWN;
         return;
     case LC_KEPT:
     case LC_ABANDONED:
@@ -1048,6 +1056,8 @@ lc_anomaly_name(enum lc_anomaly a)
         return "labels_truncated";
     case LC_AN_METADATA_TRUNCATED:
         return "metadata_truncated";
+    case LC_AN_EXITED_ENGINE_DOWN:
+        return "exited_while_engine_down";
     default:
         return NULL;
     }

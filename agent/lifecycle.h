@@ -63,6 +63,10 @@ enum lc_anomaly {
      * restart (see LC_AN_STICKY). Set by lc_init from lc_params. */
     LC_AN_LABELS_TRUNCATED = 1u << 7,   /* labels dropped or cut */
     LC_AN_METADATA_TRUNCATED = 1u << 8, /* name or image cut */
+    /* Seen running, then found exited by the relist after the engine
+     * itself was down (no die event): the code is what the engine
+     * recovered at its restart (255 from Docker 26 on; engines.md). */
+    LC_AN_EXITED_ENGINE_DOWN = 1u << 9,
 };
 
 /* What the engine said of the container's state (inspect or list). */
@@ -122,7 +126,10 @@ struct lc_obs {
     bool has_exit_code; /* OBS_EVENT_DIE */
     int exit_code;
     struct lc_inspect inspect; /* OBS_INSPECT, OBS_FOUND */
-    bool task_running;         /* OBS_TASK_PRESENT: not yet stopped */
+    /* OBS_FOUND: the relist follows an engine outage (docker.h,
+     * docker_watch_after_outage). */
+    bool after_outage;
+    bool task_running; /* OBS_TASK_PRESENT: not yet stopped */
 };
 
 /* The rules in force for one container, fixed when it is first tracked. */

@@ -140,6 +140,9 @@ struct reaper {
     uint64_t relist_t0;
     uint64_t relist_gen; /* bumped when a relist is sent */
     bool relisted;       /* a relist completed since the last subscribe */
+    /* The subscription follows an engine outage: what the next complete
+     * relist finds exited, exited while dockerd was down. */
+    bool outage_relist;
     unsigned relist_failures;
     struct event *relist_timer;
     struct event *trim_ev; /* after a relist: give the heap back */
@@ -1819,6 +1822,7 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
             memset(&o, 0, sizeof(o));
             o.kind = OBS_FOUND;
             o.inspect = cs[i].state;
+            o.after_outage = r->outage_relist;
             feed(c, &o);
         }
     }
@@ -1870,6 +1874,8 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
         tv.tv_sec = 1;
         tv.tv_usec = 0;
         evtimer_add(r->relist_timer, &tv);
+    } else {
+        r->outage_relist = false;
     }
     /* The answer (megabytes with thousands of containers) is freed when
      * this callback returns; the heap it grew would otherwise stay
@@ -1926,6 +1932,11 @@ on_subscribed(void *arg)
     log_info(NULL, "docker events: subscribed (API %s); relisting",
              docker_api_version(r->d));
     r->relisted = false;
+    if (docker_watch_after_outage(r->d)) {
+        log_warn(NULL, "docker: the engine was down; containers found "
+                       "exited now exited without a die event");
+        r->outage_relist = true;
+    }
     evtimer_del(r->relist_timer);
     /* The engine answers now: records of the last run pick up where they
      * stood, before the relist reconciles them. */
@@ -2433,7 +2444,12 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     size_t b;
     struct rec *c;
 
+    const struct docker_engine_info *eng = docker_engine(r->d);
+
     *out = r->st;
+    out->engine_known = eng != NULL;
+    if (eng != NULL)
+        out->engine = *eng;
     out->tracked = out->ignored = 0;
     memset(out->by_state, 0, sizeof(out->by_state));
     for (b = 0; b < r->nbuckets; b++) {

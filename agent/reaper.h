@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "docker.h"
 #include "lifecycle.h"
 
 struct loop;
@@ -84,6 +85,10 @@ struct reaper_stats {
      * could be decided for them. */
     uint64_t undecidable;
     uint64_t relists;
+    /* What the engine said of itself at the last (re)subscription;
+     * engine_known false before the first. */
+    bool engine_known;
+    struct docker_engine_info engine;
     uint64_t docker_reconnects;     /* events stream re-subscriptions */
     uint64_t containerd_reconnects; /* containerd events re-subscriptions */
     uint64_t reports;

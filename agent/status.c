@@ -868,6 +868,20 @@ serve_metrics(struct status *s, struct evhttp_request *req)
            st.undecidable);
     metric(b, "reapd_relists_total", "counter",
            "Full relists of the engine's containers.", st.relists);
+    /* Only once the engine has answered: a made-up "unknown" series
+     * would stay in Prometheus beside the real one. The values are
+     * checked to be version-like (docker.h), so need no escaping. */
+    if (st.engine_known) {
+        family(b, "reapd_engine_info", "gauge",
+               "Always 1; the engine's versions, read again at every "
+               "reconnect, are labels (\"\" where it did not say).");
+        evbuffer_add_printf(b,
+                            "reapd_engine_info{docker_version=\"%s\","
+                            "api_version=\"%s\",api_version_used=\"%s\","
+                            "containerd_version=\"%s\"} 1\n",
+                            st.engine.version, st.engine.engine_api,
+                            st.engine.api, st.engine.containerd_version);
+    }
     evbuffer_add_printf(b,
                         "# HELP reapd_stream_reconnects_total Event "
                         "streams opened again after they were lost.\n"

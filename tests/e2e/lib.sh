@@ -24,18 +24,26 @@ E2E_NAME=$(basename "$0" .sh)
 E2E_T0=${EPOCHREALTIME/[.,]/}
 
 export LC_ALL=C
-# The engine's own client (20.10, API 1.41); /usr/local/bin/docker is a
-# newer client only.
+# The engine under test: bookworm (Debian 12's dockerd 20.10 + containerd
+# 1.6), trixie (26.1 + 1.7) or sid (28.5 + 2.1); see scripts/engine and
+# docs/engines.md. e2e_begin fetches a newer one on first use.
+E2E_ENGINE=${E2E_ENGINE:-bookworm}
+ENGINE_ROOT=""
+# Debian 12's client (20.10) on every engine, pinned to API 1.41, which
+# all three serve; /usr/local/bin/docker is a newer client only.
 DOCKER_CLI=/usr/bin/docker
 DOCKERD=/usr/sbin/dockerd
+CTR=/usr/bin/ctr
 export DOCKER_API_VERSION=1.41
-# dockerd finds containerd, runc, containerd-shim-runc-v2 through PATH.
+# dockerd finds containerd, runc, containerd-shim-runc-v2 through PATH:
+# the engine's own first, then Debian 12's runc.
 ENGINE_PATH=/usr/sbin:/usr/bin:/sbin:/bin
 
 IMAGE=reapd-test:1
 
 D=""              # the test's directory
 DOCKERD_PID=""
+ENGINE_VERSION="" # dockerd's own, from /version once started
 REAPD_BIN=""
 REAPD_PID=""
 REAPD_PORT=""
@@ -108,16 +116,29 @@ e2e_begin() {
   case $REAPD_BIN in /*) ;; *) REAPD_BIN=$PWD/$REAPD_BIN ;; esac
   [ -x "$REAPD_BIN" ] || fail "reapd binary '$REAPD_BIN' does not exist or is not executable"
   [ "$(id -u)" -eq 0 ] || fail "the e2e tests need root (they run their own dockerd)"
+  _engine_select
   local t
-  for t in "$DOCKERD" "$DOCKER_CLI" /usr/bin/containerd /usr/sbin/runc \
-    /usr/bin/ctr /bin/busybox jq curl; do
+  for t in "$DOCKERD" "$DOCKER_CLI" "$ENGINE_ROOT/usr/bin/containerd" \
+    /usr/sbin/runc "$CTR" /bin/busybox jq curl; do
     command -v "$t" >/dev/null 2>&1 || fail "missing tool $t (run scripts/deps)"
   done
   trap _e2e_on_err ERR
   trap _e2e_on_exit EXIT
   trap 'exit 130' INT
   trap 'exit 143' TERM
-  log "start (reapd: $REAPD_BIN)"
+  log "start (reapd: $REAPD_BIN, engine: $E2E_ENGINE)"
+}
+
+# _engine_select: point DOCKERD, CTR and ENGINE_PATH at $E2E_ENGINE.
+_engine_select() {
+  local root
+  root=$("$E2E_LIB_DIR/../../scripts/engine" "$E2E_ENGINE") ||
+    fail "engine '$E2E_ENGINE' is not available (scripts/engine $E2E_ENGINE)"
+  [ "$root" = / ] && return 0
+  ENGINE_ROOT=$root
+  DOCKERD=$root/usr/sbin/dockerd
+  CTR=$root/usr/bin/ctr
+  ENGINE_PATH=$root/usr/sbin:$root/usr/bin:$ENGINE_PATH
 }
 
 # e2e_pass: stop reapd (asserting a clean exit) and the engine, print the
@@ -191,11 +212,11 @@ ctr_sock() {
 
 # ctr_tasks: containerd's tasks of this engine (namespace moby).
 ctr_tasks() {
-  ctr -a "$(ctr_sock)" -n moby task ls
+  "$CTR" -a "$(ctr_sock)" -n moby task ls
 }
 
 ctr_containers() {
-  ctr -a "$(ctr_sock)" -n moby containers ls -q
+  "$CTR" -a "$(ctr_sock)" -n moby containers ls -q
 }
 
 engine_ping() {
@@ -225,7 +246,18 @@ _engine_launch() {
     fi
     sleep 0.2
   done
-  log "dockerd up (pid $DOCKERD_PID, $D)"
+  ENGINE_VERSION=$(curl -s -m 5 --unix-socket "$D/docker.sock" http://d/version |
+    jq -r '.Version // empty')
+  [[ $ENGINE_VERSION =~ ^[0-9]+\. ]] ||
+    fail "dockerd answered /version without a version: '$ENGINE_VERSION'"
+  log "dockerd $ENGINE_VERSION up (pid $DOCKERD_PID, $D)"
+}
+
+# engine_before MAJOR: true if the running dockerd is older than MAJOR.0
+# (where engines differ: docs/engines.md).
+engine_before() {
+  [ -n "$ENGINE_VERSION" ] || fail "engine_before: no engine started"
+  [ "${ENGINE_VERSION%%.*}" -lt "$1" ]
 }
 
 # engine_start: make $D and start an isolated dockerd in it.
@@ -267,8 +299,37 @@ engine_kill9() {
   DOCKERD_PID=""
 }
 
+# engine_term: stop dockerd as an operator or a package upgrade does
+# (SIGTERM; it stops its containers and its containerd) and wait for the
+# process itself: dockerd 28 takes over a second to exit, and a new one
+# started before that fails on the pidfile.
+engine_term() {
+  [ -n "$DOCKERD_PID" ] || fail "engine_term: no dockerd running"
+  local cpid
+  cpid=$(_containerd_pid)
+  kill -TERM "$DOCKERD_PID" 2>/dev/null || true
+  wait_pid_gone "$DOCKERD_PID" 60 || fail "dockerd $DOCKERD_PID did not stop on SIGTERM"
+  wait "$DOCKERD_PID" 2>/dev/null || true
+  if [ -n "$cpid" ]; then
+    wait_pid_gone "$cpid" 30 || fail "containerd $cpid survived its dockerd"
+  fi
+  log "dockerd $ENGINE_VERSION stopped (pid $DOCKERD_PID)"
+  DOCKERD_PID=""
+}
+
+# engine_switch SUITE: the next engine_restart starts SUITE's dockerd
+# (scripts/engine) on the same directories: an upgrade in place.
+engine_switch() {
+  E2E_ENGINE=$1
+  DOCKERD=/usr/sbin/dockerd
+  CTR=/usr/bin/ctr
+  ENGINE_ROOT=""
+  ENGINE_PATH=/usr/sbin:/usr/bin:/sbin:/bin
+  _engine_select
+}
+
 # engine_restart: start dockerd again on the same directories (after
-# engine_kill9). Stale pidfiles are removed: dockerd's own, and
+# engine_kill9 or engine_term). Stale pidfiles are removed: dockerd's own, and
 # containerd's when that process is dead or a zombie. (Here PID 1 reaps
 # orphans only after a second or two; dockerd takes a zombie containerd
 # for a live one, reuses it, and then fails with "timeout waiting for

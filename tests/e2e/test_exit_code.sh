@@ -54,6 +54,20 @@ assert_eq "exited 3" "$(dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$
   "unmanaged container state"
 assert_no_report "$unmanaged"
 assert_one_report_id "$managed"
+
+# Which engine reapd runs on: said at the start and in the metrics, as
+# the engine itself says (its client agrees).
+server=$(dk version -f '{{.Server.Version}}')
+api=$(curl -s --unix-socket "$D/docker.sock" http://d/version | jq -r .ApiVersion)
+ctrd=$(curl -s --unix-socket "$D/docker.sock" http://d/version |
+  jq -r '.Components[] | select(.Name == "containerd") | .Version')
+assert_eq "$ENGINE_VERSION" "$server" "dockerd version"
+grep -qF "docker: engine $server (API $api; reapd uses $api), containerd $ctrd," "$D/reapd.log" ||
+  fail "reapd did not log the engine's versions: $(grep -F 'docker: engine' "$D/reapd.log")"
+want="reapd_engine_info{docker_version=\"$server\",api_version=\"$api\",api_version_used=\"$api\",containerd_version=\"$ctrd\"} 1"
+metrics=$(curl -s "$REAPD_URL/metrics")
+grep -qxF "$want" <<<"$metrics" ||
+  fail "metrics lack '$want': $(grep engine_info <<<"$metrics")"
 other=$(jq -cR --arg id "$managed" 'fromjson? | select(.container_id != $id)' "$(REPORTS)")
 [ -z "$other" ] || fail "reports for other containers: $other"
 

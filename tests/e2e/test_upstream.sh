@@ -74,7 +74,8 @@ assert_eq 1 "$dead" "dead letters on /v1/reports"
 okd=$(curl -s "$REAPD_URL/v1/reports?limit=10" | jq '[.reports[] | select(.delivery == "delivered")] | length')
 assert_eq 3 "$okd" "delivered reports on /v1/reports"
 assert_eq 0 "$(pending)" "pending once the upstream is back"
-curl -s "$REAPD_URL/metrics" | grep -q '^reapd_outbox_reports{state="dead"} 1$' ||
+metrics=$(curl -s "$REAPD_URL/metrics")
+grep -q '^reapd_outbox_reports{state="dead"} 1$' <<<"$metrics" ||
   fail "the dead letter is not in the metrics"
 
 # Every request: the contract's headers, the token, the body = a report.

@@ -1,12 +1,15 @@
 /*
  * fuzz_version — an engine's answer to GET /version, through
- * docker_parse_version (agent/docker.h), which picks the API version
- * reapd speaks.
+ * docker_parse_version and docker_parse_engine (agent/docker.h), which
+ * pick the API version reapd speaks and read what the engine says it is.
  *
  * Checked: 0 with "MAJOR.MINOR" inside DOCKER_API_MIN..DOCKER_API_MAX,
  * or -1 with a message. A version reapd would then put into every URL
- * must never be anything else.
+ * must never be anything else. The engine's and containerd's versions,
+ * which go into logs and label values unescaped, hold only version
+ * characters; both functions agree.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -31,6 +34,17 @@ number(const char *s)
     return *p == '\0' && minor < 1000 ? major * 1000 + minor : -1;
 }
 
+static void
+check_version_chars(const char *s, size_t size)
+{
+    size_t i;
+
+    FUZZ_CHECK(memchr(s, '\0', size) != NULL);
+    for (i = 0; s[i] != '\0'; i++)
+        FUZZ_CHECK(isalnum((unsigned char)s[i]) ||
+                   strchr(".+~_-:", s[i]) != NULL);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,6 +66,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rc == -1);
         FUZZ_CHECK(memchr(err, '\0', sizeof(err)) != NULL);
         FUZZ_CHECK(err[0] != '\0');
+    }
+    {
+        struct docker_engine_info info;
+        char err2[256];
+
+        FUZZ_CHECK(docker_parse_engine((const char *)data, size, &info, err2,
+                                       sizeof(err2)) == rc);
+        if (rc == 0) {
+            FUZZ_CHECK(strcmp(info.api, out) == 0);
+            FUZZ_CHECK(number(info.engine_api) >= number(info.api));
+            check_version_chars(info.version, sizeof(info.version));
+            check_version_chars(info.containerd_version,
+                                sizeof(info.containerd_version));
+        }
     }
     return 0;
 }

@@ -387,6 +387,84 @@ t_version_capture(void **state)
     free(body);
 }
 
+/* Each engine the suite runs on, as it answered /version. */
+static void
+t_engine_info_captures(void **state)
+{
+    static const struct {
+        const char *file, *api, *version, *containerd;
+    } cases[] = {
+        {"version-20.10.24.json", "1.41", "20.10.24+dfsg1", "1.6.20~ds1"},
+        {"version-26.1.5.json", "1.45", "26.1.5+dfsg1", "1.7.24~ds1"},
+        {"version-28.5.2.json", "1.51", "28.5.2+dfsg4", "2.1.9+unknown"},
+    };
+    size_t i, len;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *body = read_fixture(cases[i].file, &len);
+        struct docker_engine_info info;
+        char err[256] = "";
+
+        assert_int_equal(
+            docker_parse_engine(body, len, &info, err, sizeof(err)), 0);
+        assert_string_equal(info.api, cases[i].api);
+        assert_string_equal(info.engine_api, cases[i].api);
+        assert_string_equal(info.version, cases[i].version);
+        assert_string_equal(info.containerd_version, cases[i].containerd);
+        free(body);
+    }
+}
+
+/* Versions go into logs and label values unescaped: anything that is
+ * not version-like, or too long, is left out, never passed on. */
+static void
+t_engine_info_hostile(void **state)
+{
+    static const struct {
+        const char *body, *version, *containerd;
+    } cases[] = {
+        {"{\"ApiVersion\":\"1.41\"}", "", ""},
+        {"{\"ApiVersion\":\"1.41\",\"Version\":\"1\\\"} x{\"}", "", ""},
+        {"{\"ApiVersion\":\"1.41\",\"Version\":\"a\\nb\"}", "", ""},
+        {"{\"ApiVersion\":\"1.41\",\"Version\":\"1\\u0000x\"}", "", ""},
+        {"{\"ApiVersion\":\"1.41\",\"Version\":7}", "", ""},
+        /* 64 characters: one too many; 63: kept. */
+        {"{\"ApiVersion\":\"1.41\",\"Version\":"
+         "\"123456789012345678901234567890"
+         "1234567890123456789012345678901234\"}",
+         "", ""},
+        {"{\"ApiVersion\":\"1.41\",\"Version\":"
+         "\"123456789012345678901234567890"
+         "123456789012345678901234567890123\"}",
+         "123456789012345678901234567890123456789012345678901234567890123",
+         ""},
+        {"{\"ApiVersion\":\"1.41\",\"Version\":\"v\",\"Components\":{}}", "v",
+         ""},
+        {"{\"ApiVersion\":\"1.41\",\"Components\":[1,{\"Name\":3},"
+         "{\"Name\":\"CONTAINERD\",\"Version\":\"2.0\"}]}",
+         "", "2.0"},
+        {"{\"ApiVersion\":\"1.41\",\"Components\":[{\"Name\":"
+         "\"containerd\",\"Version\":\"<b>\"}]}",
+         "", ""},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct docker_engine_info info;
+        char err[256] = "";
+
+        assert_int_equal(docker_parse_engine(cases[i].body,
+                                             strlen(cases[i].body), &info, err,
+                                             sizeof(err)),
+                         0);
+        assert_string_equal(info.api, "1.41");
+        assert_string_equal(info.version, cases[i].version);
+        assert_string_equal(info.containerd_version, cases[i].containerd);
+    }
+}
+
 static void
 t_version_newer_engine_clamps(void **state)
 {
@@ -1812,6 +1890,8 @@ main(void)
         cmocka_unit_test(t_list_empty_and_not_array),
         cmocka_unit_test(t_list_hostile),
         cmocka_unit_test(t_version_capture),
+        cmocka_unit_test(t_engine_info_captures),
+        cmocka_unit_test(t_engine_info_hostile),
         cmocka_unit_test(t_version_newer_engine_clamps),
         cmocka_unit_test(t_version_min_above_max),
         cmocka_unit_test(t_version_too_old),

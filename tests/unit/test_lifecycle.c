@@ -706,6 +706,9 @@ check_step(const struct lc *b, const struct lc_obs *o,
     may_clear = a->exit_known && a->source == LC_SRC_CONTAINERD
                     ? (uint32_t)(LC_AN_EXIT_UNKNOWN | LC_AN_EXIT_CODE_MISMATCH)
                     : 0;
+    /* A die event proves the engine was up when the container exited. */
+    if (o != NULL && o->kind == OBS_EVENT_DIE)
+        may_clear |= LC_AN_EXITED_ENGINE_DOWN;
     if (!(a->state == LC_RUNNING && b->state != LC_RUNNING) &&
         !((b->state == LC_KEPT || b->state == LC_ABANDONED) &&
           a->state == LC_SETTLING)) {
@@ -4053,6 +4056,61 @@ test_relist_found_exited(void **state)
            .removed_by_us = true, .delete_attempts = 1, .cleanup_ms = 0);
 }
 
+/* Found exited by the relist after the engine itself was down: no die
+ * event was made for it, and the code is what the engine recovered
+ * (255 on Docker 26 and 28 whatever the process said): said as an
+ * anomaly, kept to the report. */
+static void
+test_relist_found_exited_after_outage(void **state)
+{
+    struct sc s;
+    struct lc_obs o = ob_found(LC_RUN_EXITED);
+
+    (void)state;
+    o.after_outage = true;
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, o, LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    assert_int_equal(s.c.anomalies, LC_AN_EXITED_ENGINE_DOWN);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
+    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+    STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
+         ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
+    REPORT(&s, .exit_known = true, .exit_code = 255, .source = LC_SRC_INSPECT,
+           .die_has_code = false, .anomalies = LC_AN_EXITED_ENGINE_DOWN,
+           .removed = true, .removed_by_us = true, .delete_attempts = 1,
+           .cleanup_ms = 0);
+    assert_string_equal(lc_anomaly_name(LC_AN_EXITED_ENGINE_DOWN),
+                        "exited_while_engine_down");
+}
+
+/* The same relist, but the die event is replayed after it: the engine
+ * was up when the container exited (only reapd's way to it was cut), so
+ * nothing is said. A relist without an outage says nothing either; nor
+ * does one that finds the container still running. */
+static void
+test_relist_after_outage_then_die(void **state)
+{
+    struct sc s;
+    struct lc_obs o = ob_found(LC_RUN_EXITED);
+    struct lc_obs live = ob_found(LC_RUN_RUNNING);
+
+    (void)state;
+    o.after_outage = true;
+    live.after_outage = true;
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, live, LC_RUNNING, NOACT);
+    assert_int_equal(s.c.anomalies, 0);
+    STEP(&s, o, LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_die(3), LC_SETTLING, NOACT);
+    assert_int_equal(s.c.anomalies, 0);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.anomalies, 0);
+}
+
 /* A relist that lists a container dead or removing also starts an exit. */
 static void
 test_relist_found_dead_or_removing(void **state)
@@ -5503,6 +5561,8 @@ main(void)
         cmocka_unit_test(test_warn_and_give_up),
         cmocka_unit_test(test_give_up_with_delete_in_flight),
         cmocka_unit_test(test_relist_found_exited),
+        cmocka_unit_test(test_relist_found_exited_after_outage),
+        cmocka_unit_test(test_relist_after_outage_then_die),
         cmocka_unit_test(test_relist_found_dead_or_removing),
         cmocka_unit_test(test_created_never_started),
         cmocka_unit_test(test_relist_running_marks_ran),

@@ -561,15 +561,15 @@ t_metrics(void **state)
      * build info, 2 reload results, connections, 2 rejection reasons,
      * 2 eviction states, timed-out requests, accept errors; 2 stream
      * reconnect counters; rejected events, 2 truncation kinds,
-     * undecidable containers; each histogram series: its buckets, +Inf,
-     * _sum and _count. */
+     * undecidable containers; the engine's identity; each histogram
+     * series: its buckets, +Inf, _sum and _count. */
     {
         size_t nc, ne, nl;
 
         reaper_cleanup_bounds(&nc);
         reaper_call_bounds(&ne);
         reaper_latency_bounds(&nl);
-        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 +
+        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 1 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
                                       (int)(nl + 3));
@@ -1261,6 +1261,11 @@ t_metrics_histograms(void **state)
     assert_int_equal(r.status, 200);
     assert_true(sample(r.body, "reapd_build_info{version=\"" REAPD_VERSION
                                "\"}") == 1);
+    /* What the (fake) engine said of itself; it names no containerd. */
+    assert_true(sample(r.body,
+                       "reapd_engine_info{docker_version=\"fake\","
+                       "api_version=\"1.41\",api_version_used=\"1.41\","
+                       "containerd_version=\"\"}") == 1);
     bounds = reaper_cleanup_bounds(&n);
     assert_true(check_histogram(r.body, "reapd_cleanup_duration_seconds",
                                 "result=\"removed\",", bounds, n) == 1);
