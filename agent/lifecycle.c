@@ -693,6 +693,16 @@ on_giveup(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 static void
 on_task_exit(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
+    /* 255 is containerd's "unknown": what it records for a task whose
+     * shim it lost (killed, or mid-delete when containerd restarted),
+     * with the time of its cleanup. It never replaces the code the run's
+     * real TaskExit said; a new run clears that first (a start). */
+    if (c->task_exit_seen && o->exit_code == 255 &&
+        c->task_exit_code != 255) {
+        res->reason = "containerd TaskExit 255 after the run's own: kept "
+                      "the first";
+        return;
+    }
     c->task_exit_seen = true;
     c->task_exit_code = o->exit_code;
     /* Arriving after the exit was settled (by inspect, the die event, or

@@ -994,7 +994,11 @@ fill_meta(const struct rec *c, struct record_meta *m)
 
 /* After every step of a managed record: what a restart must not forget.
  * A container merely running has nothing to lose (a relist finds it), so
- * only records past an exit, or reported and kept, are written. */
+ * only records past an exit, or reported and kept, are written; and one
+ * whose containerd TaskExit is in while the engine has not yet said it
+ * exited (its die comes after its own task deletion, which can take more
+ * than 30 s): containerd does not replay events, and that TaskExit may be
+ * the only true code the node will ever have. */
 static void
 persist(struct rec *c)
 {
@@ -1010,7 +1014,7 @@ persist(struct rec *c)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)
         c->exited_wall_ms = 0;
-    if (c->lc.state == LC_RUNNING && !c->lc.exited) {
+    if (c->lc.state == LC_RUNNING && !c->lc.exited && !c->lc.task_exit_seen) {
         if (c->persisted) {
             store_result(r, store_delete_container(r->store, c->id),
                          "saving container records");

@@ -235,8 +235,12 @@ _engine_launch() {
     </dev/null >>"$D/dockerd.log" 2>&1 &
   DOCKERD_PID=$!
   local deadline=$(($(now_ms) + 60000))
+  [ -z "${ENGINE_LAUNCH_SOFT:-}" ] || deadline=$((deadline + 30000))
   until engine_ping; do
     if ! pid_alive "$DOCKERD_PID"; then
+      wait "$DOCKERD_PID" 2>/dev/null || true
+      DOCKERD_PID=""
+      [ -z "${ENGINE_LAUNCH_SOFT:-}" ] || return 1
       tail -n 50 "$D/dockerd.log" >&2
       fail "dockerd exited during start"
     fi
@@ -345,6 +349,21 @@ engine_restart() {
     rm -f "$D/exec/containerd/containerd.pid"
   fi
   _engine_launch
+}
+
+# engine_restart_until_up SECONDS: engine_restart, again and again (as
+# systemd's Restart= would) while dockerd exits during its start: it gives
+# up when its containerd cannot start, which lasts as long as a shim is
+# stuck in a slow task deletion.
+engine_restart_until_up() {
+  local deadline=$(($(now_ms) + $1 * 1000)) tries=1
+  until ENGINE_LAUNCH_SOFT=1 engine_restart; do
+    [ "$(now_ms)" -lt "$deadline" ] ||
+      fail "dockerd did not come up within $1 s ($tries starts)"
+    log "dockerd exited during its start; starting it again"
+    tries=$((tries + 1))
+    sleep 2
+  done
 }
 
 _kill_list() {

@@ -588,7 +588,11 @@ check_step(const struct lc *b, const struct lc_obs *o,
      * before the step, or the one this step brought. */
     held_tx = b->task_exit_seen;
     held_code = b->task_exit_code;
-    if (o && o->kind == OBS_TASK_EXIT && a->p.containerd) {
+    /* A 255 after the run's own code is containerd's cleanup of a lost
+     * shim, not the exit: the first stays. */
+    if (o && o->kind == OBS_TASK_EXIT && a->p.containerd &&
+        !(b->task_exit_seen && o->exit_code == 255 &&
+          b->task_exit_code != 255)) {
         held_tx = true;
         held_code = o->exit_code;
     }
@@ -4303,6 +4307,57 @@ to_task_phase(struct sc *s)
 }
 
 /*
+ * dockerd (and its containerd) crash in the middle of the engine's own slow
+ * task deletion: the restarted containerd cleans up after the shim it lost
+ * and publishes a second TaskExit, 255, with the time of its cleanup; the
+ * die and inspect say 255 too. The run's own TaskExit (7) is the truth and
+ * stays; a genuine 255 is still taken when it is the first.
+ */
+static void
+test_containerd_second_task_exit_255(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(7), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(255), LC_RUNNING, NOACT);
+    assert_int_equal(s.c.task_exit_code, 7);
+    STEP(&s, ob_die(255), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_task_exit(255), LC_SETTLING, NOACT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.exit_code, 7);
+    assert_int_equal(s.c.source, LC_SRC_CONTAINERD);
+    assert_int_equal(s.c.anomalies, LC_AN_EXIT_CODE_MISMATCH);
+    /* Settled, and then the cleanup's 255: the report keeps 7. */
+    STEP(&s, ob_task_exit(255), LC_QUEUED, NOACT);
+    assert_int_equal(s.c.exit_code, 7);
+
+    /* A run that really exits 255: its first TaskExit says so. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(255), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(255), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.exit_code, 255);
+    assert_int_equal(s.c.source, LC_SRC_CONTAINERD);
+    assert_int_equal(s.c.anomalies, 0);
+
+    /* A new run (restart policy) clears the last run's code: its own 255
+     * is taken. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(3), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_RESTARTING, 3), LC_RUNNING, ACT_STEP_CANCEL,
+         ACT_DEADLINES_CANCEL);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(255), LC_RUNNING, NOACT);
+    assert_int_equal(s.c.task_exit_code, 255);
+}
+
+/*
  * A task-delete timeout: containerd says 7 first; the engine's task delete
  * times out, its die says 255, it removes the container anyway and leaks the
  * task (STOPPED). reapd reports the true code and deletes the leaked task.
@@ -5561,6 +5616,7 @@ main(void)
         cmocka_unit_test(test_warn_and_give_up),
         cmocka_unit_test(test_give_up_with_delete_in_flight),
         cmocka_unit_test(test_relist_found_exited),
+        cmocka_unit_test(test_containerd_second_task_exit_255),
         cmocka_unit_test(test_relist_found_exited_after_outage),
         cmocka_unit_test(test_relist_after_outage_then_die),
         cmocka_unit_test(test_relist_found_dead_or_removing),
