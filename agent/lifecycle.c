@@ -210,6 +210,20 @@ try_task_join(struct lc *c, uint64_t now, struct lc_result *res)
 {
     if (!(c->task_delete_seen && c->task_gone_polled))
         return false;
+    /* The engine gave up on this task and so never deletes its containerd
+     * container. When the task went without reapd (containerd's own
+     * cleanup of a lost shim), that container is left to reapd too:
+     * deleted (NOT_FOUND is fine) before the report. */
+    if ((c->anomalies & LC_AN_TASK_DELETE_TIMEOUT) && c->p.reap_leaked_tasks &&
+        !c->task_reaped_done) {
+        go(c, res, LC_TASK_REAPING,
+           "task gone, but the engine gave up on it: deleting its "
+           "containerd container");
+        c->task_reaped_done = true;
+        c->ctr_delete_inflight = true;
+        push(res, ACT_CTR_DELETE, 0, 0);
+        return true;
+    }
     finish(c, now, res,
            "task deletion confirmed: /tasks/delete seen and Tasks.Get 404");
     return true;
@@ -697,8 +711,7 @@ on_task_exit(struct lc *c, const struct lc_obs *o, struct lc_result *res)
      * shim it lost (killed, or mid-delete when containerd restarted),
      * with the time of its cleanup. It never replaces the code the run's
      * real TaskExit said; a new run clears that first (a start). */
-    if (c->task_exit_seen && o->exit_code == 255 &&
-        c->task_exit_code != 255) {
+    if (c->task_exit_seen && o->exit_code == 255 && c->task_exit_code != 255) {
         res->reason = "containerd TaskExit 255 after the run's own: kept "
                       "the first";
         return;

@@ -9,6 +9,14 @@
  * take) would be refused again on every pass and, being among the oldest
  * due, crowd everyone else out of the batch: it becomes a dead letter at
  * once instead, and the pump runs again for the rest.
+ *
+ * An outcome the store cannot take (a full disk) is held here instead:
+ * the store still says "pending", and without this note every pump would
+ * send the report again at once and, delivered again, fail to record it
+ * again, a storm of deliveries against the upstream (the chaos soak saw
+ * 25,000 in seconds). Noted reports are not sent again by this process;
+ * their outcomes are written at each pump until the store takes them. A
+ * crash meanwhile only means one more delivery, with the same key.
  */
 #include "outbox.h"
 
@@ -27,6 +35,19 @@
 
 #define DUE_BATCH     64
 #define SAFETY_NET_MS 5000
+/* Outcomes held while the store cannot take them: a few dozen bytes
+ * each; past this many (a disk full for days under a churn), a report
+ * is sent again at the safety net's pace instead. */
+#define UNRECORDED_MAX 65536
+
+/* An outcome that upstream reached and the store could not record. */
+struct unrecorded {
+    char report_id[STORE_REPORT_ID_MAX + 1];
+    bool dead;
+    enum store_dead_reason why;
+    char *error; /* dead: why, owned */
+    int64_t at_ms;
+};
 
 struct outbox {
     struct store *st;
@@ -34,7 +55,81 @@ struct outbox {
     struct event *pump_ev;  /* next loop turn */
     struct event *timer_ev; /* safety net */
     struct outbox_stats stats;
+    struct unrecorded *un;
+    size_t nun, capun;
 };
+
+static bool
+is_unrecorded(const struct outbox *ob, const char *report_id)
+{
+    size_t i;
+
+    for (i = 0; i < ob->nun; i++)
+        if (strcmp(ob->un[i].report_id, report_id) == 0)
+            return true;
+    return false;
+}
+
+/* Holds an outcome the store refused. False when it cannot be held (out
+ * of memory, or too many): the report will then be sent again. */
+static bool
+hold(struct outbox *ob, const char *report_id, bool dead,
+     enum store_dead_reason why, const char *error)
+{
+    struct unrecorded *u;
+
+    if (is_unrecorded(ob, report_id))
+        return true;
+    if (strlen(report_id) > STORE_REPORT_ID_MAX || ob->nun >= UNRECORDED_MAX)
+        return false;
+    if (ob->nun == ob->capun) {
+        size_t cap = ob->capun ? ob->capun * 2 : 16;
+
+        u = realloc(ob->un, cap * sizeof(*u));
+        if (u == NULL)
+            return false;
+        ob->un = u;
+        ob->capun = cap;
+    }
+    u = &ob->un[ob->nun];
+    memset(u, 0, sizeof(*u));
+    snprintf(u->report_id, sizeof(u->report_id), "%s", report_id);
+    u->dead = dead;
+    u->why = why;
+    u->at_ms = report_now_ms();
+    if (dead && error != NULL && (u->error = strdup(error)) == NULL)
+        return false;
+    ob->nun++;
+    return true;
+}
+
+/* Writes the held outcomes, oldest first, until the store refuses one. */
+static void
+write_held(struct outbox *ob)
+{
+    size_t i, done = 0;
+    int rc;
+
+    for (i = 0; i < ob->nun; i++) {
+        struct unrecorded *u = &ob->un[i];
+
+        rc = u->dead ? store_mark_dead_reason(ob->st, u->report_id, u->why,
+                                              u->error ? u->error : "")
+                     : store_mark_delivered(ob->st, u->report_id, u->at_ms);
+        if (rc < 0)
+            break;
+        free(u->error);
+        done++;
+    }
+    if (done == 0)
+        return;
+    log_info(NULL,
+             "outbox: %zu delivery outcome(s) held while the state "
+             "could not be written are recorded now",
+             done);
+    memmove(ob->un, ob->un + done, (ob->nun - done) * sizeof(*ob->un));
+    ob->nun -= done;
+}
 
 /* A report upstream_submit refused with `rc` for good: a dead letter with
  * its reason. True if it is one now (the store may have failed). */
@@ -83,6 +178,8 @@ pump(struct outbox *ob)
 
     if (ob->up == NULL)
         return;
+    if (ob->nun > 0)
+        write_held(ob);
     rc = store_due(ob->st, report_now_ms(), DUE_BATCH, &due);
     if (rc < 0) {
         ob->stats.store_errors++;
@@ -93,6 +190,8 @@ pump(struct outbox *ob)
     for (i = 0; i < due.n; i++) {
         const struct store_report *r = &due.v[i];
 
+        if (ob->nun > 0 && is_unrecorded(ob, r->report_id))
+            continue; /* reached upstream already */
         rc = upstream_submit(ob->up, r->report_id, r->container_id, r->body,
                              r->body_len);
         if (rc == -EMSGSIZE || rc == -EINVAL)
@@ -137,17 +236,33 @@ outbox_kick(struct outbox *ob)
         event_active(ob->pump_ev, EV_TIMEOUT, 0);
 }
 
+/* `final`: delivered or dead, so upstream no longer holds the report and
+ * the store's "pending" would send it again. */
 static void
-marked(struct outbox *ob, int rc, const struct upstream_outcome *o)
+marked(struct outbox *ob, int rc, const struct upstream_outcome *o, bool final,
+       bool dead, enum store_dead_reason why)
 {
     /* NOT_FOUND: it was already delivered or dead (a report submitted
      * twice across a restart); nothing to record. */
     if (rc < 0) {
         ob->stats.store_errors++;
-        log_error(o->container_id,
-                  "outbox: cannot record the outcome of report %s: %s; it "
-                  "will be delivered again (same Idempotency-Key)",
-                  o->report_id, store_errmsg(ob->st));
+        if (!final) {
+            /* upstream still holds it and retries: nothing is sent twice;
+             * after a restart it is due as the store last said. */
+        } else if (hold(ob, o->report_id, dead, why, o->error)) {
+            log_error(o->container_id,
+                      "outbox: cannot record the outcome of report %s: %s; "
+                      "held in memory, written when the state can be "
+                      "(delivered again, with the same Idempotency-Key, "
+                      "only if reapd stops first)",
+                      o->report_id, store_errmsg(ob->st));
+        } else {
+            log_error(o->container_id,
+                      "outbox: cannot record the outcome of report %s: %s; "
+                      "it will be delivered again (same Idempotency-Key)",
+                      o->report_id, store_errmsg(ob->st));
+            return; /* the safety net paces it */
+        }
     }
     outbox_kick(ob);
 }
@@ -160,7 +275,8 @@ on_delivered(const struct upstream_outcome *o, void *arg)
     ob->stats.delivered++;
     log_info(o->container_id, "report %s delivered upstream (attempt %u)",
              o->report_id, o->attempts);
-    marked(ob, store_mark_delivered(ob->st, o->report_id, report_now_ms()), o);
+    marked(ob, store_mark_delivered(ob->st, o->report_id, report_now_ms()), o,
+           true, false, STORE_DEAD_REJECTED);
 }
 
 static void
@@ -174,7 +290,7 @@ on_retry(const struct upstream_outcome *o, void *arg)
     marked(ob,
            store_mark_retry(ob->st, o->report_id,
                             report_now_ms() + (int64_t)o->delay_ms, o->error),
-           o);
+           o, false, false, STORE_DEAD_REJECTED);
 }
 
 static void
@@ -190,7 +306,7 @@ on_dead(const struct upstream_outcome *o, void *arg)
     marked(ob,
            store_mark_dead_reason(ob->st, o->report_id, STORE_DEAD_REJECTED,
                                   o->error),
-           o);
+           o, true, true, STORE_DEAD_REJECTED);
 }
 
 const struct upstream_cbs *
@@ -241,6 +357,9 @@ outbox_free(struct outbox *ob)
         event_free(ob->pump_ev);
     if (ob->timer_ev != NULL)
         event_free(ob->timer_ev);
+    while (ob->nun > 0)
+        free(ob->un[--ob->nun].error);
+    free(ob->un);
     free(ob);
 }
 
@@ -248,4 +367,5 @@ void
 outbox_stats(const struct outbox *ob, struct outbox_stats *out)
 {
     *out = ob->stats;
+    out->unrecorded = ob->nun;
 }

@@ -47,6 +47,9 @@ struct outbox_stats {
     uint64_t retries;
     uint64_t dead; /* refused upstream, or never deliverable */
     uint64_t store_errors;
+    /* Outcomes (delivered, dead) held in memory because the state could
+     * not be written (disk full); not sent again meanwhile. */
+    size_t unrecorded;
 };
 void outbox_stats(const struct outbox *ob, struct outbox_stats *out);
 

@@ -729,9 +729,16 @@ check_step(const struct lc *b, const struct lc_obs *o,
     if (fresh & LC_AN_TASK_REAPED)
         CHECK(o && o->kind == OBS_TASK_DELETE_DONE &&
               b->state == LC_TASK_REAPING);
-    /* A running task is never deleted: no reaping starts on it. */
+    /* A running task is never deleted: no reaping starts on it. Only
+     * the containerd container of a task that went by itself, after the
+     * engine gave up on it, is deleted without a stopped task seen. */
     if (a->state == LC_TASK_REAPING && b->state != LC_TASK_REAPING)
-        CHECK(o && o->kind == OBS_TASK_PRESENT && !o->task_running);
+        CHECK((o && o->kind == OBS_TASK_PRESENT && !o->task_running) ||
+              (count_act(r, ACT_TASK_DELETE) == 0 &&
+               count_act(r, ACT_CTR_DELETE) == 1 &&
+               (b->anomalies & LC_AN_TASK_DELETE_TIMEOUT) &&
+               (b->task_gone_polled ||
+                (o != NULL && o->kind == OBS_TASK_GONE))));
     check_res = NULL;
 }
 
@@ -4358,6 +4365,76 @@ test_containerd_second_task_exit_255(void **state)
 }
 
 /*
+ * The engine gave up on the task (stopped, its container gone); reapd's
+ * Tasks.Delete cannot reach containerd, and then the task goes on its own
+ * (containerd, restarted, cleans up the shim it lost). The engine will
+ * never delete its containerd container: reapd does, before the report.
+ * (Found by the chaos soak: a containerd container left behind.)
+ */
+static void
+test_containerd_task_gone_by_itself_after_timeout(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(7), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    STEP(&s, ob_task_present(false), LC_TASK_REAPING, ACT_TASK_DELETE);
+    STEP(&s, ob(OBS_TASK_DELETE_FAILED), LC_TASK_REAPING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_REAPING, ACT_TASK_DELETE);
+    STEP(&s, ob(OBS_TASK_DELETE_FAILED), LC_TASK_REAPING, ACT_STEP_TIMER);
+    /* Meanwhile containerd deleted it itself. */
+    STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_REAPING, NOACT);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_REAPING, ACT_TASK_DELETE);
+    STEP(&s, ob(OBS_TASK_DELETE_DONE), LC_TASK_REAPING, ACT_CTR_DELETE);
+    STEP(&s, ob(OBS_CTR_DELETE_DONE), LC_TASK_CONFIRMING, ACT_TASK_GET);
+    STEP(&s, ob(OBS_TASK_GONE), LC_DONE, TASK_DONE_WITH_SLOT);
+
+    /* The same, but reapd's Tasks.Get finds it gone first: the task went
+     * without reapd, its containerd container is still deleted. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    STEP(&s, ob_task_present(false), LC_TASK_REAPING, ACT_TASK_DELETE);
+    STEP(&s, ob(OBS_TASK_DELETE_FAILED), LC_TASK_REAPING, ACT_STEP_TIMER);
+    /* reapd restarts: Tasks.Get decides again. */
+    {
+        struct lc_result res;
+
+        lc_resume(&s.c, s.now, 1000, &res);
+        assert_int_equal(s.c.state, LC_TASK_CONFIRMING);
+    }
+    STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_CONFIRMING, NOACT);
+    STEP(&s, ob(OBS_TASK_GONE), LC_TASK_REAPING, ACT_CTR_DELETE);
+    assert_false(s.c.anomalies & LC_AN_TASK_REAPED);
+    STEP(&s, ob(OBS_CTR_DELETE_FAILED), LC_TASK_REAPING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_REAPING, ACT_CTR_DELETE);
+    /* (A restart gives up the slot: nothing to drop.) */
+    STEP(&s, ob(OBS_CTR_DELETE_DONE), LC_DONE, ACT_STEP_CANCEL,
+         ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
+    REPORT(&s, .exit_known = true, .exit_code = 7, .source = LC_SRC_INSPECT,
+           .die_has_code = true, .die_code = 7,
+           .anomalies = LC_AN_TASK_DELETE_TIMEOUT, .removed = true,
+           .removed_by_us = true, .delete_attempts = 1, .cleanup_ms = 1000,
+           .channel = true, .task_deleted = 1);
+
+    /* Without a timeout (the engine deleted both), nothing more. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_CONFIRMING, NOACT);
+    STEP(&s, ob(OBS_TASK_GONE), LC_DONE, TASK_DONE_WITH_SLOT);
+}
+
+/*
  * A task-delete timeout: containerd says 7 first; the engine's task delete
  * times out, its die says 255, it removes the container anyway and leaks the
  * task (STOPPED). reapd reports the true code and deletes the leaked task.
@@ -5617,6 +5694,7 @@ main(void)
         cmocka_unit_test(test_give_up_with_delete_in_flight),
         cmocka_unit_test(test_relist_found_exited),
         cmocka_unit_test(test_containerd_second_task_exit_255),
+        cmocka_unit_test(test_containerd_task_gone_by_itself_after_timeout),
         cmocka_unit_test(test_relist_found_exited_after_outage),
         cmocka_unit_test(test_relist_after_outage_then_die),
         cmocka_unit_test(test_relist_found_dead_or_removing),

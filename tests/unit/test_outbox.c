@@ -21,10 +21,13 @@
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -406,6 +409,94 @@ t_rejected(void **state)
     fx_free(f);
 }
 
+/* Turns the loop for `ms` milliseconds. */
+static void
+run_for(struct fx *f, int ms)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+
+    while (loop_now_ms() < deadline)
+        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
+}
+
+/* The child of t_disk_full_no_storm: 0, or the number of the check that
+ * failed. */
+static int
+disk_full_child(void)
+{
+    struct fx *f = fx_new();
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+    char *small = body_of(40);
+    struct outbox_stats os;
+    struct rlimit rl, full;
+    int rc = 0;
+
+    signal(SIGXFSZ, SIG_IGN);
+    rid(id, 1);
+    cid(ctr, 1);
+    if (store_add_report(f->st, id, ctr, small, 40, 1000) != STORE_OK)
+        return 10;
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 11;
+    /* No file of this process can grow: the store's writes fail as on a
+     * full disk. */
+    full = rl;
+    full.rlim_cur = 0;
+    if (setrlimit(RLIMIT_FSIZE, &full) != 0)
+        return 12;
+    fx_start(f);
+    run_for(f, 1500);
+    outbox_stats(f->ob, &os);
+    if (srv_seen(&f->srv, id) != 1)
+        rc = 1; /* delivered once, not again and again */
+    else if (os.delivered != 1 || os.unrecorded != 1 || os.store_errors < 1)
+        rc = 2;
+    else if (is_delivered(f, id))
+        rc = 3;
+    if (rc != 0) {
+        fprintf(stderr, "disk full: %d deliveries, %llu delivered, %zu held\n",
+                srv_seen(&f->srv, id), (unsigned long long)os.delivered,
+                os.unrecorded);
+        return rc;
+    }
+    /* Space again: the held outcome is written (at the safety net's pump
+     * at the latest), and the report is still not sent again. */
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 13;
+    run_until(f, is_delivered, id, 10000);
+    outbox_stats(f->ob, &os);
+    if (srv_seen(&f->srv, id) != 1)
+        return 4;
+    if (os.unrecorded != 0)
+        return 5;
+    free(small);
+    fx_free(f);
+    return 0;
+}
+
+/*
+ * Delivered while the state cannot be written (disk full): the outcome is
+ * held, the report is not sent again (it was, tens of thousands of times
+ * in seconds, before), and it is recorded once the disk has room. In a
+ * child: RLIMIT_FSIZE is the process's.
+ */
+static void
+t_disk_full_no_storm(void **state)
+{
+    pid_t pid;
+    int st = 0;
+
+    (void)state;
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(disk_full_child());
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int
 main(void)
 {
@@ -414,6 +505,7 @@ main(void)
         cmocka_unit_test(t_bad_ids_do_not_block),
         cmocka_unit_test(t_same_container),
         cmocka_unit_test(t_rejected),
+        cmocka_unit_test(t_disk_full_no_storm),
     };
 
     log_setup(LOG_ERROR, LOG_TEXT);
