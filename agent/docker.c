@@ -1238,6 +1238,12 @@ docker_set_labels(struct docker *d, events_label_cb wanted, void *arg)
 }
 
 bool
+docker_watch_unreachable(const struct docker *d)
+{
+    return d->unreachable;
+}
+
+bool
 docker_watch_after_outage(const struct docker *d)
 {
     return d->phase == W_OPEN && d->after_outage;

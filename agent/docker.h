@@ -134,6 +134,9 @@ uint64_t docker_watch_events(const struct docker *d);
  * call at least once): dockerd was down or restarting, so containers
  * that exited meanwhile had no die event. */
 bool docker_watch_after_outage(const struct docker *d);
+/* Since the last subscription, the engine refused or failed a /version
+ * call: it is down (or was), not just the stream cut. */
+bool docker_watch_unreachable(const struct docker *d);
 /* Events that could not be read (malformed, too deep, too big as sent),
  * stepped over without a reconnect; see events.h. */
 uint64_t docker_watch_rejected(const struct docker *d);

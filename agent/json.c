@@ -996,6 +996,16 @@ feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
             break;
         case SCAN_IN:
             i++;
+            /* A UTF-8 sequence ends at its last continuation byte or at
+             * the first byte that cannot continue it. Such a string is
+             * not UTF-8 whatever follows (yajl refuses it once it sees
+             * the sequence), so a cut may fall before that byte: the
+             * unsafe tail stays one sequence or one escape, never an
+             * escape inside a sequence that never ends. */
+            if (s->utf_left > 0 && (c & 0xC0) != 0x80) {
+                s->utf_left = 0;
+                s->safe_at = at0 + i - 1;
+            }
             if (s->esc == 1)
                 s->esc = c == 'u' ? 5 : 0;
             else if (s->esc > 1)

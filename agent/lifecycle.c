@@ -482,6 +482,11 @@ on_inspect(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         settle_from_inspect(c, in);
         if (!c->exit_known)
             settle_from_event(c);
+        /* No die for it, and it finished while the engine was down: what
+         * the engine recovered at its restart (reapd may have started
+         * after that, so it never saw it run). */
+        if (o->after_outage && !c->die_seen)
+            c->anomalies |= LC_AN_EXITED_ENGINE_DOWN;
         if (in->run == LC_RUN_REMOVING) {
             go(c, res, LC_CONFIRMING, "exit settled; engine is removing it");
             poll_later(c, res, 0);

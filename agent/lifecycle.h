@@ -127,7 +127,8 @@ struct lc_obs {
     int exit_code;
     struct lc_inspect inspect; /* OBS_INSPECT, OBS_FOUND */
     /* OBS_FOUND: the relist follows an engine outage (docker.h,
-     * docker_watch_after_outage). */
+     * docker_watch_after_outage). OBS_INSPECT: the container's FinishedAt
+     * falls in a span when the engine was down. */
     bool after_outage;
     bool task_running; /* OBS_TASK_PRESENT: not yet stopped */
 };

@@ -33,6 +33,11 @@
 #define MAX_PENDING    8
 #define MAX_UNSAVED    100000 /* reports held while the disk is full */
 #define CHECKPOINT_KEY "docker.events.time_nano"
+/* When the engine was lost, while it stays unreachable (wall ms; 0: it is
+ * not): a reapd started during an outage learns of it from its
+ * predecessor. */
+#define OUTAGE_KEY   "docker.outage_since_ms"
+#define OUTAGE_SPANS 8
 /* Bytes of reports.jsonl whose reports the store holds (see report.h). */
 #define JOURNAL_KEY   "reports.jsonl.end"
 #define MAX_TOMBSTONE 4096
@@ -143,6 +148,14 @@ struct reaper {
     /* The subscription follows an engine outage: what the next complete
      * relist finds exited, exited while dockerd was down. */
     bool outage_relist;
+    /* The engine outage under way (wall ms it began; 0: none), and the
+     * last spans it was down, for FinishedAt (inspect) to be judged by. */
+    int64_t lost_at_ms;
+    int64_t outage_since_ms;
+    struct {
+        int64_t from, to;
+    } outages[OUTAGE_SPANS];
+    size_t noutages;
     unsigned relist_failures;
     struct event *relist_timer;
     struct event *trim_ev; /* after a relist: give the heap back */
@@ -503,6 +516,24 @@ drop_slot(struct rec *c)
 
 /* ---- engine calls ----------------------------------------------------- */
 
+/* Did the container finish in a span when the engine was down (its
+ * FinishedAt, an RFC 3339 time; a second of slack each side for the
+ * engine's and reapd's clocks being read at different moments)? */
+static bool
+finished_in_outage(const struct reaper *r, const char *finished_at)
+{
+    int64_t t;
+    size_t i;
+
+    if (r->noutages == 0 || finished_at == NULL ||
+        report_parse_time(finished_at, &t) != 0)
+        return false;
+    for (i = 0; i < r->noutages && i < OUTAGE_SPANS; i++)
+        if (t >= r->outages[i].from - 1000 && t <= r->outages[i].to + 1000)
+            return true;
+    return false;
+}
+
 static void
 on_inspect(enum docker_status st, const struct docker_container *dc,
            const char *msg, void *arg)
@@ -517,6 +548,7 @@ on_inspect(enum docker_status st, const struct docker_container *dc,
     case DOCKER_OK:
         o.kind = OBS_INSPECT;
         o.inspect = dc->state;
+        o.after_outage = finished_in_outage(c->r, dc->finished_at);
         set_str(&c->started_at, dc->started_at);
         set_str(&c->finished_at, dc->finished_at);
         break;
@@ -1936,10 +1968,20 @@ on_subscribed(void *arg)
     log_info(NULL, "docker events: subscribed (API %s); relisting",
              docker_api_version(r->d));
     r->relisted = false;
-    if (docker_watch_after_outage(r->d)) {
+    r->lost_at_ms = 0;
+    if (docker_watch_after_outage(r->d) || r->outage_since_ms != 0) {
+        int64_t now = report_now_ms();
+        size_t k = r->noutages++ % OUTAGE_SPANS;
+
         log_warn(NULL, "docker: the engine was down; containers found "
                        "exited now exited without a die event");
-        r->outage_relist = true;
+        r->outage_relist = docker_watch_after_outage(r->d);
+        r->outages[k].from = r->outage_since_ms ? r->outage_since_ms : now;
+        r->outages[k].to = now;
+        r->outage_since_ms = 0;
+        if (r->store != NULL)
+            store_result(r, store_set_checkpoint(r->store, OUTAGE_KEY, 0),
+                         "saving the events checkpoint");
     }
     evtimer_del(r->relist_timer);
     /* The engine answers now: records of the last run pick up where they
@@ -1954,6 +1996,20 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
     struct reaper *r = arg;
 
     r->relisted = false;
+    if (r->lost_at_ms == 0)
+        r->lost_at_ms = report_now_ms();
+    /* The engine itself is down: said in the state at once, so that a
+     * reapd restarted before it is back knows. */
+    if (r->outage_since_ms == 0 && docker_watch_unreachable(r->d)) {
+        r->outage_since_ms = r->lost_at_ms;
+        if (r->store != NULL) {
+            store_result(
+                r,
+                store_set_checkpoint(r->store, OUTAGE_KEY, r->outage_since_ms),
+                "saving the events checkpoint");
+            schedule_flush(r);
+        }
+    }
     log_warn(NULL, "%s; reconnecting in %llu ms", why,
              (unsigned long long)retry_ms);
 }
@@ -2423,6 +2479,11 @@ reaper_start(struct reaper *r)
          * buffers. */
         if (store_get_checkpoint(r->store, CHECKPOINT_KEY, &since) != STORE_OK)
             since = 0;
+        /* The last run ended while the engine was down. */
+        if (store_get_checkpoint(r->store, OUTAGE_KEY, &r->outage_since_ms) !=
+                STORE_OK ||
+            r->outage_since_ms < 0)
+            r->outage_since_ms = 0;
         return docker_watch_start(r->d, &cbs, r, since);
     }
     return docker_watch_start(r->d, &cbs, r, 0);

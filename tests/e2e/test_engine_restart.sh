@@ -72,4 +72,28 @@ assert_no_task "$d" 5
 assert_eq 1 "$(report_count "$c")" "number of report lines for C"
 assert_eq 1 "$(report_count "$d")" "number of report lines for D"
 
+# Again, and this time reapd is killed too while the engine is down, and
+# started again only once it is back: the new reapd never saw E run, yet
+# knows from its state that the engine was down (found by the chaos soak).
+e=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'sleep 3; exit 9')
+epid=$(dk inspect -f '{{.State.Pid}}' "$e")
+seen=$(grep -c 'version: .*Couldn.t connect' "$D/reapd.log" || true)
+engine_kill9
+wait_until 15 "reapd to find the engine unreachable" \
+  bash -c "[ \$(grep -c 'version: .*Couldn.t connect' '$D/reapd.log') -gt $seen ]"
+reapd_kill9
+wait_until 15 "E's process to exit" pid_gone "$epid"
+engine_restart
+reapd_start "$REAPD_BIN"
+line_e=$(wait_report "$e" 60)
+log "E report: $line_e"
+if engine_before 24; then
+  assert_json "$line_e" '.exit_code == 9' "E exit_code"
+else
+  assert_json "$line_e" '.exit_code == 255' "E exit_code (the engine lost the 9)"
+fi
+assert_json "$line_e" '.engine_exit_code == null' "E: no die event"
+assert_json "$line_e" '.anomalies == ["exited_while_engine_down"]' "E exited while the engine was down"
+assert_eq 1 "$(report_count "$e")" "number of report lines for E"
+
 e2e_pass

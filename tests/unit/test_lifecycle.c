@@ -4097,6 +4097,34 @@ test_relist_found_exited_after_outage(void **state)
                         "exited_while_engine_down");
 }
 
+/* Inspect says it finished while the engine was down (reapd started
+ * only after the engine was back, so it never saw it run): said too;
+ * not when a die event was seen for it. */
+static void
+test_inspect_finished_during_outage(void **state)
+{
+    struct sc s;
+    struct lc_obs in = ob_insp(LC_RUN_EXITED, 255);
+    struct lc_result res;
+
+    (void)state;
+    in.after_outage = true;
+    sc_init(&s, p_remove());
+    lc_start_exited(&s.c, s.now, &res);
+    assert_int_equal(s.c.state, LC_SETTLING);
+    STEP(&s, in, LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.anomalies, LC_AN_EXITED_ENGINE_DOWN);
+    assert_int_equal(s.c.exit_code, 255);
+
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    in = ob_insp(LC_RUN_EXITED, 3);
+    in.after_outage = true;
+    STEP(&s, in, LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.anomalies, 0);
+}
+
 /* The same relist, but the die event is replayed after it: the engine
  * was up when the container exited (only reapd's way to it was cut), so
  * nothing is said. A relist without an outage says nothing either; nor
@@ -5696,6 +5724,7 @@ main(void)
         cmocka_unit_test(test_containerd_second_task_exit_255),
         cmocka_unit_test(test_containerd_task_gone_by_itself_after_timeout),
         cmocka_unit_test(test_relist_found_exited_after_outage),
+        cmocka_unit_test(test_inspect_finished_during_outage),
         cmocka_unit_test(test_relist_after_outage_then_die),
         cmocka_unit_test(test_relist_found_dead_or_removing),
         cmocka_unit_test(test_created_never_started),
