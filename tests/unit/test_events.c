@@ -794,6 +794,41 @@ test_default_size_limit(void **state)
     free(text);
 }
 
+/* A value cut to LIMIT_LABEL_VALUE whose kept part holds a UTF-8 lead
+ * byte followed by escapes: the sequence is broken at the backslash, so
+ * yajl sees it and the line is rejected whatever the chunking (fuzz
+ * finding broken-utf8-then-escapes-rejected-only-chunked: in small chunks
+ * the scanner's carry overflowed, in one piece the cut fell before the
+ * lead byte and the event was kept). */
+static void
+test_broken_utf8_in_long_value(void **state)
+{
+    static const char head[] =
+        "{\"Type\":\"container\",\"Action\":\"start\",\"Actor\":{\"ID\":"
+        "\"" ID "\",\"Attributes\":{\"big\":\"";
+    const char *good = EVENT("container", "die", ID, "", "");
+    struct sbuf b = {0};
+    struct record rec;
+    size_t i;
+    char *r;
+
+    (void)state;
+    sb_printf(&b, "%s", head);
+    for (i = 0; i < 4000; i++)
+        sb_printf(&b, "x");
+    sb_printf(&b, "\xf8");
+    for (i = 0; i < 100; i++)
+        sb_printf(&b, "\\\\");
+    sb_printf(&b, "\"}}}\n%s", good);
+    r = run_all_chunks(b.p, NULL, &rec);
+    assert_int_equal(rec.nseen, 1);
+    assert_int_equal(rec.seen[0].action, EV_DIE);
+    expect_tail(r, "count=1 skipped=0 pending=0 rejected=1 'lexical error: "
+                   "invalid bytes in UTF8 string. at byte 4140'");
+    free(r);
+    free(b.p);
+}
+
 /* Times a checkpoint is built from: never negative, never INT64_MAX (the
  * resume point is one past it); skipped objects move it too. */
 static void
@@ -864,6 +899,7 @@ main(void)
         cmocka_unit_test(test_huge_event),
         cmocka_unit_test(test_time_guard),
         cmocka_unit_test(test_split_escapes),
+        cmocka_unit_test(test_broken_utf8_in_long_value),
         cmocka_unit_test(test_time_fallback),
         cmocka_unit_test(test_cut_stream),
         cmocka_unit_test(test_no_separators),

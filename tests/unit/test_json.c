@@ -961,6 +961,34 @@ test_cut_errors(void **state)
     free(big);
 }
 
+/* A UTF-8 sequence ends at the first byte that cannot continue it, so
+ * escapes after a lead byte cannot keep the scanner's unsafe tail open:
+ * the kept part reaches yajl, which refuses it, in every chunk size (fuzz
+ * finding broken-utf8-then-escapes-rejected-only-chunked). */
+static void
+test_cut_broken_utf8(void **state)
+{
+    struct json_limits lim = {.max_string = 32};
+    char *big;
+
+    (void)state;
+    big = repeat("[\"ab\xf8", "\\\\", 40, "\"]");
+    expect_error(big, &lim, JSON_TRUNCATE, "invalid bytes in UTF8 string");
+    free(big);
+    big = repeat("[\"ab\xc3", "\\u00e9", 10, "\"]");
+    expect_error(big, &lim, JSON_TRUNCATE, "invalid bytes in UTF8 string");
+    free(big);
+    /* Lead bytes one after another: each ends the one before. */
+    big = repeat("[\"", "\xf0\x80\x80", 30, "\"]");
+    expect_error(big, &lim, JSON_TRUNCATE, "invalid bytes in UTF8 string");
+    free(big);
+    /* Past the cut nothing is read: a broken sequence there is fine. */
+    big = repeat("[\"0123456789abcdef0123456789abcdef\xf8", "\\\\", 40, "\"]");
+    expect_result(big, &lim, JSON_TRUNCATE,
+                  "@0[@1'0123456789abcdef0123456789abcdef'~113]\nok docs=1");
+    free(big);
+}
+
 /* A string of megabytes costs neither a buffer nor a failure. */
 static void
 test_cut_huge(void **state)
@@ -1098,6 +1126,7 @@ main(void)
         cmocka_unit_test(test_int64),
         cmocka_unit_test(test_cut_strings),
         cmocka_unit_test(test_cut_errors),
+        cmocka_unit_test(test_cut_broken_utf8),
         cmocka_unit_test(test_cut_huge),
         cmocka_unit_test(test_drop_items),
         cmocka_unit_test(test_filter),
