@@ -99,6 +99,7 @@ clear_task_facts(struct lc *c)
     c->task_delete_seen = false;
     c->task_gone_polled = false;
     c->task_reaped_done = false;
+    c->task_trouble = false;
     c->task_failures = 0;
 }
 
@@ -210,12 +211,14 @@ try_task_join(struct lc *c, uint64_t now, struct lc_result *res)
 {
     if (!(c->task_delete_seen && c->task_gone_polled))
         return false;
-    /* The engine gave up on this task and so never deletes its containerd
-     * container. When the task went without reapd (containerd's own
-     * cleanup of a lost shim), that container is left to reapd too:
-     * deleted (NOT_FOUND is fine) before the report. */
-    if ((c->anomalies & LC_AN_TASK_DELETE_TIMEOUT) && c->p.reap_leaked_tasks &&
-        !c->task_reaped_done) {
+    /* The engine gave up on this task, or the task phase was troubled
+     * (containerd down or restarted, reapd restarted): the engine may
+     * never delete its containerd container. When the task went without
+     * reapd (containerd's own cleanup of a lost shim), that container is
+     * left to reapd too: deleted (NOT_FOUND is fine) before the report.
+     * The ordinary way costs no extra call. */
+    if (((c->anomalies & LC_AN_TASK_DELETE_TIMEOUT) || c->task_trouble) &&
+        c->p.reap_leaked_tasks && !c->task_reaped_done) {
         go(c, res, LC_TASK_REAPING,
            "task gone, but the engine gave up on it: deleting its "
            "containerd container");
@@ -755,6 +758,7 @@ on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         return;
     case OBS_TASK_PRESENT:
         c->task_failures = 0;
+        c->task_trouble = true;
         if (o->task_running) {
             /* The engine has no container, yet the task runs: not ours
              * to kill. Keep watching; warn/give-up deadlines apply. */
@@ -777,6 +781,7 @@ on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         return;
     default: /* OBS_TASK_FAILED */
         c->task_failures++;
+        c->task_trouble = true;
         push(res, ACT_STEP_TIMER, retry_delay(c, c->task_failures, o->rnd), 0);
         res->reason = "Tasks.Get failed; retrying";
         return;
@@ -887,6 +892,7 @@ lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
     case LC_TASK_CONFIRMING:
     case LC_TASK_REAPING:
         /* Tasks.Get decides again whether the task is still there. */
+        c->task_trouble = true;
         go(c, res, LC_TASK_CONFIRMING,
            "resumed after restart: confirming task deletion");
         want_task_get(c, res);

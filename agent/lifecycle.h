@@ -192,6 +192,10 @@ struct lc {
     bool task_delete_inflight;
     bool ctr_delete_inflight;
     bool task_reaped_done; /* our Tasks.Delete succeeded */
+    /* The task phase did not go the ordinary way (Tasks.Get failed or
+     * found the task, or reapd restarted in it): the engine may not have
+     * deleted its containerd container either. */
+    bool task_trouble;
     unsigned task_failures;
     int task_deleted; /* report: 1, 0, or -1 (null: no containerd) */
 };

@@ -541,9 +541,12 @@ check_step(const struct lc *b, const struct lc_obs *o,
         CHECK(a->destroy_seen && a->gone_polled);
         CHECK(a->has_slot == b->has_slot);
     }
+    /* Reaping: a leaked task, or (its task gone) the containerd
+     * container after a troubled task phase. */
     if (a->state == LC_TASK_REAPING)
         CHECK(a->p.reap_leaked_tasks &&
-              (a->anomalies & LC_AN_TASK_DELETE_TIMEOUT));
+              ((a->anomalies & LC_AN_TASK_DELETE_TIMEOUT) ||
+               (a->task_trouble && a->task_reaped_done)));
     if (task_state(b->state))
         CHECK(task_state(a->state) || a->state == LC_DONE);
     if (!a->p.containerd) {
@@ -733,12 +736,13 @@ check_step(const struct lc *b, const struct lc_obs *o,
      * the containerd container of a task that went by itself, after the
      * engine gave up on it, is deleted without a stopped task seen. */
     if (a->state == LC_TASK_REAPING && b->state != LC_TASK_REAPING)
-        CHECK((o && o->kind == OBS_TASK_PRESENT && !o->task_running) ||
-              (count_act(r, ACT_TASK_DELETE) == 0 &&
-               count_act(r, ACT_CTR_DELETE) == 1 &&
-               (b->anomalies & LC_AN_TASK_DELETE_TIMEOUT) &&
-               (b->task_gone_polled ||
-                (o != NULL && o->kind == OBS_TASK_GONE))));
+        CHECK(
+            (o && o->kind == OBS_TASK_PRESENT && !o->task_running) ||
+            (count_act(r, ACT_TASK_DELETE) == 0 &&
+             count_act(r, ACT_CTR_DELETE) == 1 &&
+             ((b->anomalies & LC_AN_TASK_DELETE_TIMEOUT) || b->task_trouble) &&
+             (b->task_gone_polled ||
+              (o != NULL && o->kind == OBS_TASK_GONE))));
     check_res = NULL;
 }
 
@@ -4452,6 +4456,21 @@ test_containerd_task_gone_by_itself_after_timeout(void **state)
            .removed_by_us = true, .delete_attempts = 1, .cleanup_ms = 1000,
            .channel = true, .task_deleted = 1);
 
+    /* containerd unreachable for a while (Tasks.Get failed), then the
+     * task is gone: it may have gone by containerd's cleanup, leaving its
+     * containerd container: deleted too. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    STEP(&s, ob(OBS_TASK_FAILED), LC_TASK_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_CONFIRMING, ACT_TASK_GET);
+    STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_CONFIRMING, NOACT);
+    STEP(&s, ob(OBS_TASK_GONE), LC_TASK_REAPING, ACT_CTR_DELETE);
+    STEP(&s, ob(OBS_CTR_DELETE_DONE), LC_DONE, TASK_DONE_WITH_SLOT);
+    assert_int_equal(s.c.anomalies, 0);
+
     /* Without a timeout (the engine deleted both), nothing more. */
     sc_init(&s, p_channel(true));
     STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
@@ -4677,7 +4696,9 @@ test_containerd_task_get_retried(void **state)
     sc_step(&s, ob(OBS_TASK_FAILED));
     assert_int_equal(act_ms(&s.r, ACT_STEP_TIMER), 50);
     STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_CONFIRMING, ACT_TASK_GET);
-    STEP(&s, ob(OBS_TASK_GONE), LC_DONE, TASK_DONE_WITH_SLOT);
+    /* A troubled task phase: its containerd container is made sure of. */
+    STEP(&s, ob(OBS_TASK_GONE), LC_TASK_REAPING, ACT_CTR_DELETE);
+    STEP(&s, ob(OBS_CTR_DELETE_DONE), LC_DONE, TASK_DONE_WITH_SLOT);
     REPORT(&s, .exit_known = true, .exit_code = 2, .source = LC_SRC_INSPECT,
            .die_has_code = true, .die_code = 2,
            .anomalies = LC_AN_CLEANUP_SLOW, .removed = true,
