@@ -525,20 +525,30 @@ on_accept_error(struct evconnlistener *lev, void *arg)
         s->pause_ms * 2 < PAUSE_MAX_MS ? s->pause_ms * 2 : PAUSE_MAX_MS;
 }
 
-/* Sends `buf` (may be NULL); HEAD gets the headers only, so a client
- * pipelining HEAD then GET is not handed a body it did not ask for. */
+/*
+ * Sends `buf` (may be NULL: no body) with its Content-Length, whatever
+ * version the request line named. evhttp 2.1 adds the length only to an
+ * answer to HTTP/1.x, but keeps a connection open after other versions
+ * too: "HTTP/0.9" with "Connection: keep-alive", or a major number its
+ * parser lets through and then cuts to a char ("HTTP/144444444444444444.1"
+ * passes its "major > 1" check as a negative int and is answered as
+ * "HTTP/28.1"). Without a length such an answer has no end but the
+ * connection's, and the next pipelined answer reads as more of its body.
+ * HEAD gets the headers only, so a client pipelining HEAD then GET is not
+ * handed a body it did not ask for.
+ */
 static void
 reply(struct evhttp_request *req, int code, const char *reason,
       struct evbuffer *buf)
 {
-    if (buf != NULL && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
-        char len[32];
+    size_t n = buf != NULL ? evbuffer_get_length(buf) : 0;
+    char len[32];
 
-        snprintf(len, sizeof(len), "%zu", evbuffer_get_length(buf));
-        evhttp_add_header(evhttp_request_get_output_headers(req),
-                          "Content-Length", len);
-        evbuffer_drain(buf, evbuffer_get_length(buf));
-    }
+    snprintf(len, sizeof(len), "%zu", n);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length",
+                      len);
+    if (n > 0 && evhttp_request_get_command(req) == EVHTTP_REQ_HEAD)
+        evbuffer_drain(buf, n);
     evhttp_send_reply(req, code, reason, buf);
 }
 

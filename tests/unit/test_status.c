@@ -857,6 +857,59 @@ t_regress_head_has_no_body(void **state)
                  end2 + 4);
 }
 
+/*
+ * evhttp 2.1 puts a Content-Length only on answers to HTTP/1.x, yet keeps
+ * the connection open after an answer to "HTTP/0.9" with "Connection:
+ * keep-alive", and to a major number its parser lets through and cuts to
+ * a char ("HTTP/144444444444444444.1" is answered as "HTTP/28.1"). Such
+ * an answer had no end but the connection's, so the next pipelined answer
+ * read as more of its JSON body (fuzz finding
+ * overflowing-version-answer-runs-into-next).
+ */
+static void
+t_regress_odd_version_answer_has_length(void **state)
+{
+    static const char *first[] = {
+        "GET /livez HTTP/144444444444444444.1\r\n\r\n",
+        "GET /livez HTTP/0.9\r\nConnection: keep-alive\r\n\r\n",
+        "HEAD /livez HTTP/144444444444444444.1\r\n\r\n",
+    };
+    static const char next[] = "GET /readyz HTTP/1.1\r\nHost: x\r\n"
+                               "Connection: close\r\n\r\n";
+    struct h *h = h_new();
+    char req[256], out[4096];
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(first) / sizeof(first[0]); i++) {
+        bool head = strncmp(first[i], "HEAD", 4) == 0;
+        const char *end, *len, *body;
+        int closed;
+
+        snprintf(req, sizeof(req), "%s%s", first[i], next);
+        raw_exchange(h, req, strlen(req), out, sizeof(out), 3000, &closed);
+        assert_int_equal(raw_status(out), 200);
+        end = strstr(out, "\r\n\r\n");
+        assert_non_null(end);
+        len = strstr(out, "\r\nContent-Length: ");
+        if (len == NULL || len > end)
+            fail_msg("request %zu answered without a length: \"%.*s\"", i,
+                     (int)(end - out), out);
+        assert_int_equal(strtoul(len + 18, NULL, 10), 14);
+        body = end + 4;
+        if (!head) {
+            assert_memory_equal(body, "{\"live\":true}\n", 14);
+            body += 14;
+        }
+        /* Right after it: the answer to the next request. */
+        if (strncmp(body, "HTTP/1.1 503", 12) != 0)
+            fail_msg("after answer %zu came \"%.40s\", not the next status "
+                     "line",
+                     i, body);
+    }
+    h_free(h);
+}
+
 static void
 t_raw_garbage(void **state)
 {
@@ -2074,6 +2127,7 @@ main(void)
         cmocka_unit_test(t_oversized_header),
         cmocka_unit_test(t_raw_good_request),
         cmocka_unit_test(t_regress_head_has_no_body),
+        cmocka_unit_test(t_regress_odd_version_answer_has_length),
         cmocka_unit_test(t_raw_garbage),
         cmocka_unit_test(t_raw_floods),
         cmocka_unit_test(t_half_request_does_not_block),
