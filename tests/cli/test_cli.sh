@@ -94,7 +94,12 @@ done
 ok "a group/world-writable or symlinked state_dir is refused (exit 2)"
 
 # A running daemon with no engine: live, not ready, reloads, stops.
-port=$(( (RANDOM % 20000) + 20000 ))
+# A port nothing listens on (a random one could be taken: reapd would
+# then fail to bind and the test would report it dead).
+for _ in $(seq 1 50); do
+  port=$(( (RANDOM % 20000) + 20000 ))
+  (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+done
 cat >"$T/good.json" <<JSON
 { "state_dir": "$T/state", "docker": { "socket": "$T/no-engine.sock",
   "reconnect_max_ms": 1000 },
@@ -105,7 +110,7 @@ pid=$!
 for _ in $(seq 1 100); do
   code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
   [ "$code" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "reapd died"
+  kill -0 "$pid" 2>/dev/null || fail "reapd died: $(tail -n 3 "$T/log")"
   sleep 0.1
 done
 [ "$code" = 200 ] || fail "/livez never answered 200"
