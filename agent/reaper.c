@@ -1165,6 +1165,36 @@ resume_loaded(struct reaper *r)
 /* ---- reports ---------------------------------------------------------- */
 
 /*
+ * An exit known only from its die event (the container was gone before
+ * inspect could give its FinishedAt) may be one a previous run of reapd
+ * reported already, from FinishedAt: reapd was killed after the report
+ * and before the events checkpoint moved past the die, which the engine
+ * then replayed. Its report id, from the die's time, would differ, and the
+ * upstream would get the exit twice under two ids. A report of the same
+ * container made after that die covers it.
+ */
+static bool
+already_reported(const struct rec *c)
+{
+    struct store_report prev;
+    int64_t die_ms = c->die_nano / 1000000;
+    bool covered;
+
+    if (c->r->store == NULL || c->finished_at != NULL || c->die_nano <= 0 ||
+        store_latest_report(c->r->store, c->id, &prev) != STORE_OK)
+        return false;
+    /* A second of slack: the die's time is the engine's clock. */
+    covered = prev.created_ms >= die_ms - 1000;
+    if (covered)
+        log_info(c->id,
+                 "the exit replayed after a restart was reported already "
+                 "(report %s); not reported again",
+                 prev.report_id);
+    store_report_clear(&prev);
+    return covered;
+}
+
+/*
  * Exit to confirmed cleanup. The engine's FinishedAt is the real exit;
  * reapd may learn of it much later (dockerd emits die only after its own
  * task deletion finished or timed out), and that wait is exactly what an
@@ -1256,6 +1286,8 @@ make_report(struct rec *c)
         exit_key = "unknown";
     }
     report_make_id(&rep, exit_key);
+    if (already_reported(c))
+        return true;
 
     json = report_to_json(&rep, &len);
     if (json == NULL) {

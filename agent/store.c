@@ -113,6 +113,7 @@ enum stmt_id {
     S_SEQ_BUMP,
     S_REPORT_EXISTS,
     S_REPORT_GET,
+    S_REPORT_LATEST,
     S_DUE,
     S_RECENT,
     S_MARK_DELIVERED,
@@ -149,6 +150,8 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_REPORT_EXISTS] = "SELECT 1 FROM reports WHERE report_id = ?1",
     [S_REPORT_GET] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
                      " FROM reports WHERE report_id = ?1",
+    [S_REPORT_LATEST] = "SELECT " REPORT_COLS ", NULL FROM reports"
+                        " WHERE container_id = ?1 ORDER BY seq DESC LIMIT 1",
     /* Only the oldest pending report of a container can be due. */
     [S_DUE] = "SELECT " REPORT_COLS ", body FROM reports"
               " WHERE head = 1 AND next_attempt_ms <= ?1"
@@ -1513,6 +1516,33 @@ store_get_report(struct store *st, const char *report_id, bool with_body,
     if (l.n == 0)
         return STORE_NOT_FOUND;
     *out = l.v[0]; /* the only row: report_id is the primary key */
+    free(l.v);
+    return STORE_OK;
+}
+
+int
+store_latest_report(struct store *st, const char *container_id,
+                    struct store_report *out)
+{
+    sqlite3_stmt *s = st->stmt[S_REPORT_LATEST];
+    struct store_reports l = {NULL, 0};
+    int result;
+
+    memset(out, 0, sizeof(*out));
+    if (!valid_id(container_id, STORE_ID_MAX))
+        return invalid(st, "latest report");
+    result = bind_text(st, s, 1, container_id, strlen(container_id),
+                       "latest report");
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    result = list_reports(st, s, &l, "latest report");
+    if (result != STORE_OK)
+        return result;
+    if (l.n == 0)
+        return STORE_NOT_FOUND;
+    *out = l.v[0]; /* LIMIT 1 */
     free(l.v);
     return STORE_OK;
 }

@@ -245,6 +245,10 @@ int store_mark_dead_reason(struct store *st, const char *report_id,
  * clear (store_report_clear) when STORE_OK. */
 int store_get_report(struct store *st, const char *report_id, bool with_body,
                      struct store_report *out);
+/* The last report made for a container (without its body), or
+ * STORE_NOT_FOUND. `out` as store_get_report's. */
+int store_latest_report(struct store *st, const char *container_id,
+                        struct store_report *out);
 
 /* The `max` (<= STORE_LIST_MAX) most recent reports, newest first, for
  * the status endpoint; bodies only if `with_body`. As store_due. */

@@ -685,6 +685,59 @@ t_give_up(void **state)
     h_free(h);
 }
 
+/* A die the engine replays after a restart of reapd, for an exit the
+ * previous run reported already (from FinishedAt) before the checkpoint
+ * moved past it: the container is gone, so only the die's time is left
+ * and its report id would differ. Not reported a second time; a die
+ * after the last report is. (Found by the chaos soak: one exit, two
+ * report ids.) */
+static void
+t_replayed_die_already_reported(void **state)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    char err[256], line[1024];
+    int64_t now_ms = report_now_ms();
+    static const char *const files[] = {"reapd.db", "reapd.db-wal",
+                                        "reapd.db-shm"};
+    size_t i;
+
+    (void)state;
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    assert_int_equal(store_add_report(st, "0123456789abcdef0123456789abcdef",
+                                      A, "{}", 2, now_ms),
+                     STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    /* A's die from before its report, and B's (never reported). */
+    for (i = 0; i < 2; i++) {
+        long long nano = (now_ms - 5000) * 1000000LL;
+
+        snprintf(line, sizeof(line),
+                 "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                 "\"ID\":\"%s\",\"Attributes\":{\"exitCode\":\"3\","
+                 "\"image\":\"img:1\",\"name\":\"n%zu\","
+                 "\"reapd.managed\":\"true\"}},\"time\":%lld,"
+                 "\"timeNano\":%lld}\n",
+                 i == 0 ? A : B, i, nano / 1000000000, nano);
+        fake_engine_stream_raw(h->fe, line);
+    }
+    run_until(h, has_report, B, 5000);
+    run_for(h, 300);
+    assert_false(has_report(h, A));
+    assert_int_equal(h->nreports, 1);
+    reaper_free(h->r);
+    h->r = NULL;
+    assert_int_equal(store_close(st), STORE_OK);
+    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(line, sizeof(line), "%s/%s", h->dir, files[i]);
+        unlink(line);
+    }
+    h_free(h);
+}
+
 /* reports.jsonl is the journal of reports: a line the store lost (a
  * power loss undid its commit, which skipped the fsync) is stored again at
  * startup, to be delivered; lines the store has are left alone; a
@@ -775,6 +828,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_exit_code_and_unmanaged),
         cmocka_unit_test(t_journal_recovery),
+        cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_engine_exit_code_mismatch),
         cmocka_unit_test(t_genuine_255),
         cmocka_unit_test(t_delete_500_retried),
