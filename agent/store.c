@@ -150,8 +150,9 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_REPORT_EXISTS] = "SELECT 1 FROM reports WHERE report_id = ?1",
     [S_REPORT_GET] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
                      " FROM reports WHERE report_id = ?1",
-    [S_REPORT_LATEST] = "SELECT " REPORT_COLS ", NULL FROM reports"
-                        " WHERE container_id = ?1 ORDER BY seq DESC LIMIT 1",
+    [S_REPORT_LATEST] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
+                        " FROM reports WHERE container_id = ?1"
+                        " ORDER BY seq DESC LIMIT 1",
     /* Only the oldest pending report of a container can be due. */
     [S_DUE] = "SELECT " REPORT_COLS ", body FROM reports"
               " WHERE head = 1 AND next_attempt_ms <= ?1"
@@ -1492,59 +1493,49 @@ store_recent(struct store *st, size_t max, bool with_body,
     return list_reports(st, s, out, "recent reports");
 }
 
-int
-store_get_report(struct store *st, const char *report_id, bool with_body,
-                 struct store_report *out)
+/* The one report statement `id` finds for `key` (?1; ?2: with_body). */
+static int
+one_report(struct store *st, enum stmt_id id, const char *key, size_t maxlen,
+           bool with_body, const char *what, struct store_report *out)
 {
-    sqlite3_stmt *s = st->stmt[S_REPORT_GET];
+    sqlite3_stmt *s = st->stmt[id];
     struct store_reports l = {NULL, 0};
     int result;
 
     memset(out, 0, sizeof(*out));
-    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
-        return invalid(st, "get report");
-    result = bind_text(st, s, 1, report_id, strlen(report_id), "get report");
+    if (!valid_id(key, maxlen))
+        return invalid(st, what);
+    result = bind_text(st, s, 1, key, strlen(key), what);
     if (result == STORE_OK)
-        result = bind_int(st, s, 2, with_body, "get report");
+        result = bind_int(st, s, 2, with_body, what);
     if (result != STORE_OK) {
         done(s);
         return result;
     }
-    result = list_reports(st, s, &l, "get report");
+    result = list_reports(st, s, &l, what);
     if (result != STORE_OK)
         return result;
     if (l.n == 0)
         return STORE_NOT_FOUND;
-    *out = l.v[0]; /* the only row: report_id is the primary key */
+    *out = l.v[0]; /* one row at most: a primary key, or LIMIT 1 */
     free(l.v);
     return STORE_OK;
+}
+
+int
+store_get_report(struct store *st, const char *report_id, bool with_body,
+                 struct store_report *out)
+{
+    return one_report(st, S_REPORT_GET, report_id, STORE_REPORT_ID_MAX,
+                      with_body, "get report", out);
 }
 
 int
 store_latest_report(struct store *st, const char *container_id,
                     struct store_report *out)
 {
-    sqlite3_stmt *s = st->stmt[S_REPORT_LATEST];
-    struct store_reports l = {NULL, 0};
-    int result;
-
-    memset(out, 0, sizeof(*out));
-    if (!valid_id(container_id, STORE_ID_MAX))
-        return invalid(st, "latest report");
-    result = bind_text(st, s, 1, container_id, strlen(container_id),
-                       "latest report");
-    if (result != STORE_OK) {
-        done(s);
-        return result;
-    }
-    result = list_reports(st, s, &l, "latest report");
-    if (result != STORE_OK)
-        return result;
-    if (l.n == 0)
-        return STORE_NOT_FOUND;
-    *out = l.v[0]; /* LIMIT 1 */
-    free(l.v);
-    return STORE_OK;
+    return one_report(st, S_REPORT_LATEST, container_id, STORE_ID_MAX, false,
+                      "latest report", out);
 }
 
 /* An UPDATE of one pending report, bound by the caller: autocommit, one
