@@ -89,6 +89,7 @@ struct rec {
 
     uint64_t born_relist;   /* relist generation when created */
     bool persisted;         /* a record of it is in the store */
+    bool persisted_running; /* ... and it says only "running" */
     bool resume_pending;    /* loaded from the store, not yet resumed */
     int64_t exited_wall_ms; /* wall clock when its exit was seen */
     /* Observations held while discovering (NULL otherwise: most
@@ -1025,12 +1026,16 @@ fill_meta(const struct rec *c, struct record_meta *m)
 }
 
 /* After every step of a managed record: what a restart must not forget.
- * A container merely running has nothing to lose (a relist finds it), so
- * only records past an exit, or reported and kept, are written; and one
- * whose containerd TaskExit is in while the engine has not yet said it
- * exited (its die comes after its own task deletion, which can take more
- * than 30 s): containerd does not replay events, and that TaskExit may be
- * the only true code the node will ever have. */
+ * Every record past an exit, or reported and kept; one whose containerd
+ * TaskExit is in while the engine has not yet said it exited (its die
+ * comes after its own task deletion, which can take more than 30 s):
+ * containerd does not replay events, and that TaskExit may be the only
+ * true code the node will ever have. And a container that runs, once: a
+ * relist would find it again, but not if it exits and is removed (`--rm`)
+ * while reapd is down and the engine's events are lost with an engine
+ * restart (or pushed out of its 256-event buffer); the record turns that
+ * silence into a report whose code is unknown. Only one write per run:
+ * nothing in a running record changes. */
 static void
 persist(struct rec *c)
 {
@@ -1038,6 +1043,7 @@ persist(struct rec *c)
     struct record_meta m;
     char *json;
     size_t len;
+    bool running;
     int rc;
 
     if (r->store == NULL)
@@ -1046,15 +1052,20 @@ persist(struct rec *c)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)
         c->exited_wall_ms = 0;
-    if (c->lc.state == LC_RUNNING && !c->lc.exited && !c->lc.task_exit_seen) {
+    running = c->lc.state == LC_RUNNING && !c->lc.exited &&
+              !c->lc.task_exit_seen;
+    if (running && !c->lc.ran) {
+        /* Created, never started: if it goes unseen, nothing ran. */
         if (c->persisted) {
             store_result(r, store_delete_container(r->store, c->id),
                          "saving container records");
-            c->persisted = false;
+            c->persisted = c->persisted_running = false;
             schedule_flush(r);
         }
         return;
     }
+    if (running && c->persisted_running)
+        return;
     fill_meta(c, &m);
     json = record_to_json(&c->lc, &m, &len);
     if (json == NULL) {
@@ -1064,8 +1075,10 @@ persist(struct rec *c)
     rc = store_put_container(r->store, c->id, json, len, report_now_ms());
     store_result(r, rc, "saving container records");
     free(json);
-    if (rc >= 0)
+    if (rc >= 0) {
         c->persisted = true;
+        c->persisted_running = running;
+    }
     schedule_flush(r);
 }
 
@@ -1122,6 +1135,8 @@ load_records(struct reaper *r)
         c->exited_wall_ms = m->exited_wall_ms;
         c->lc = *record_lc(rec);
         c->persisted = true;
+        c->persisted_running = c->lc.state == LC_RUNNING &&
+                               !c->lc.exited && !c->lc.task_exit_seen;
         c->resume_pending = true;
         record_free(rec);
     }
@@ -1816,6 +1831,11 @@ on_event(const struct docker_event *ev, void *arg)
         set_meta(c, ev->name, c->image, c->labels, c->nlabels, c->labels_cut,
                  c->meta_cut || ev->name_truncated) != 0)
         log_error(c->id, "out of memory copying its new name");
+    else if (ev->action == EV_RENAME && c->persisted_running) {
+        /* Its record carries the name a report after a restart uses. */
+        c->persisted_running = false;
+        persist(c);
+    }
     if (ev->action == EV_DIE)
         c->die_nano = ev->time_nano;
     if (o.kind != OBS_NKINDS)

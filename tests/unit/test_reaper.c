@@ -738,6 +738,85 @@ t_replayed_die_already_reported(void **state)
     h_free(h);
 }
 
+static int
+has_record(struct store *st, const char *id)
+{
+    struct store_containers all = {0};
+    size_t i;
+    int found = 0;
+
+    assert_int_equal(store_get_containers(st, &all), 0);
+    for (i = 0; i < all.n; i++)
+        if (strcmp(all.v[i].id, id) == 0)
+            found = 1;
+    store_containers_free(&all);
+    return found;
+}
+
+/* A managed container seen running is remembered across a kill: if it
+ * exits and is removed (`docker run --rm`) while reapd is down and the
+ * engine's events are lost with it (an engine restart), the next run
+ * reports it, its code unknown, instead of never. One created and never
+ * started is not remembered: nothing ran. (Found by the chaos soak: an
+ * exit never reported.) */
+static void
+t_running_container_survives_kill(void **state)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    char err[256], path[128];
+    const struct json_node *rep;
+    static const char *const files[] = {"reapd.db", "reapd.db-wal",
+                                        "reapd.db-shm"};
+    size_t i;
+
+    (void)state;
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    fake_engine_add(h->fe, B, "never-started", MANAGED, "created", 0);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    fake_engine_add(h->fe, A, "rm-me", MANAGED, NULL, 1);
+    run_for(h, 200);
+    assert_true(has_record(st, A));
+    assert_false(has_record(st, B));
+
+    /* reapd stops (its records stay); A exits and goes unseen. */
+    reaper_free(h->r);
+    docker_free(h->d);
+    fake_engine_drop_events(h->fe, 1);
+    fake_engine_exit(h->fe, A, 240, 240);
+    fake_engine_remove(h->fe, A, 1);
+    fake_engine_remove(h->fe, B, 1);
+    fake_engine_drop_events(h->fe, 0);
+    h->d = docker_new(h->l, h->sock, 2000, 200);
+    assert_non_null(h->d);
+    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
+    assert_non_null(h->r);
+    reaper_on_report(h->r, on_report, h);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, has_report, A, 5000);
+    run_for(h, 200);
+    rep = report_for(h, A);
+    assert_int_equal(json_get(rep, "exit_code")->type, JSON_NULL);
+    assert_true(has_anomaly(rep, "exit_code_unknown"));
+    assert_string_equal(json_string(json_get(rep, "name")),
+                        "rm-me");
+    assert_false(has_report(h, B));
+    assert_int_equal(h->nreports, 1);
+    assert_false(has_record(st, A));
+
+    reaper_free(h->r);
+    h->r = NULL;
+    assert_int_equal(store_close(st), STORE_OK);
+    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", h->dir, files[i]);
+        unlink(path);
+    }
+    h_free(h);
+}
+
 /* reports.jsonl is the journal of reports: a line the store lost (a
  * power loss undid its commit, which skipped the fsync) is stored again at
  * startup, to be delivered; lines the store has are left alone; a
@@ -829,6 +908,7 @@ main(void)
         cmocka_unit_test(t_exit_code_and_unmanaged),
         cmocka_unit_test(t_journal_recovery),
         cmocka_unit_test(t_replayed_die_already_reported),
+        cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_engine_exit_code_mismatch),
         cmocka_unit_test(t_genuine_255),
         cmocka_unit_test(t_delete_500_retried),
