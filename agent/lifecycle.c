@@ -101,6 +101,7 @@ clear_task_facts(struct lc *c)
     c->task_reaped_done = false;
     c->task_trouble = false;
     c->task_failures = 0;
+    c->task_gone_polls = 0;
 }
 
 static void
@@ -753,8 +754,19 @@ on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     case OBS_TASK_GONE:
         c->task_gone_polled = true;
         c->task_failures = 0;
-        if (!try_task_join(c, o->now_ms, res))
-            poll_later(c, res, 0);
+        if (try_task_join(c, o->now_ms, res))
+            return;
+        /* Tasks.Get says gone twice, and its /tasks/delete has not come:
+         * an event containerd never replays may have been lost (its
+         * stream cut, the event before reapd knew the container). The
+         * task list stands in for it, now, not at the next audit; then
+         * again now and then while the event stays away. */
+        if (++c->task_gone_polls == 2 || c->task_gone_polls % 20 == 0) {
+            push(res, ACT_TASK_LIST, 0, 0);
+            res->reason = "task gone, its /tasks/delete not seen: listing "
+                          "tasks";
+        }
+        poll_later(c, res, 0);
         return;
     case OBS_TASK_PRESENT:
         c->task_failures = 0;

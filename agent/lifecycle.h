@@ -197,6 +197,7 @@ struct lc {
      * deleted its containerd container either. */
     bool task_trouble;
     unsigned task_failures;
+    unsigned task_gone_polls; /* Tasks.Get 404s without /tasks/delete */
     int task_deleted; /* report: 1, 0, or -1 (null: no containerd) */
 };
 
@@ -213,6 +214,8 @@ enum lc_act_kind {
     ACT_TASK_GET,    /* containerd Tasks.Get */
     ACT_TASK_DELETE, /* containerd Tasks.Delete (no timeout) */
     ACT_CTR_DELETE,  /* containerd Containers.Delete */
+    ACT_TASK_LIST,   /* containerd Tasks.List, shared by the node: a task it
+                      * does not hold comes back as OBS_TASK_DELETE_EVENT */
     ACT_REPORT,      /* make the report from the record, now */
     ACT_FORGET,      /* free the record (after cancelling what is pending) */
 };

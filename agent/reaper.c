@@ -1375,6 +1375,8 @@ on_report_again(evutil_socket_t fd, short what, void *arg)
 
 /* ---- carrying out actions ---------------------------------------------- */
 
+static void task_list(struct reaper *r);
+
 /* Returns false when the record was freed. */
 static bool
 apply(struct rec *c, const struct lc_result *res)
@@ -1474,6 +1476,9 @@ apply(struct rec *c, const struct lc_result *res)
                 c->lc.ctr_delete_inflight = false;
                 arm(c, &c->step, on_step, 1000);
             }
+            break;
+        case ACT_TASK_LIST:
+            task_list(r); /* one at a time for the node */
             break;
         case ACT_REPORT:
             if (!make_report(c)) {

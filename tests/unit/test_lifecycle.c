@@ -154,7 +154,7 @@ act_name(int k)
         "INSPECT",   "DELETE",           "STEP_TIMER",  "STEP_CANCEL",
         "DEADLINES", "DEADLINES_CANCEL", "WANT_SLOT",   "DROP_SLOT",
         "WARN",      "TASK_GET",         "TASK_DELETE", "CTR_DELETE",
-        "REPORT",    "FORGET",
+        "TASK_LIST", "REPORT",           "FORGET",
     };
     if (k >= 0 && (size_t)k < sizeof(names) / sizeof(names[0]))
         return names[k];
@@ -682,6 +682,12 @@ check_step(const struct lc *b, const struct lc_obs *o,
             CHECK(a->state == LC_TASK_REAPING);
             /* The containerd container only after its task. */
             CHECK(a->task_reaped_done);
+            break;
+        case ACT_TASK_LIST:
+            /* Only for a task Tasks.Get says gone, its event not seen. */
+            CHECK(a->p.containerd);
+            CHECK(a->state == LC_TASK_CONFIRMING);
+            CHECK(a->task_gone_polled && !a->task_delete_seen);
             break;
         default:
             break;
@@ -2198,7 +2204,7 @@ struct walk {
     long left_kept, left_gave_up, left_unseen; /* why, with reaping on */
     long running_without_ctr; /* Tasks.Get: running, no container */
     long task_gets, task_get_failures, task_deletes, task_delete_failures;
-    long ctr_deletes, ctr_delete_failures, list_feeds;
+    long ctr_deletes, ctr_delete_failures, list_feeds, task_lists;
     long mixed_reports; /* facts of an older run, lost events between */
 };
 
@@ -2378,6 +2384,14 @@ carry_out(struct walk *w, struct rec *x, const struct lc_result *r)
             CHECK(x->eng == E_GONE);
             x->task_deleting = true;
             w->task_deletes++;
+            break;
+        case ACT_TASK_LIST:
+            /* The list may come before the event: it stands in for it. */
+            CHECK(channel(w));
+            CHECK(x->eng == E_GONE);
+            /* Its answer is ctd_relist, which the walk makes at random
+             * whether asked or not (audits, reconnects). */
+            w->task_lists++;
             break;
         case ACT_CTR_DELETE:
             CHECK(w->mode == M_REAP);
@@ -3150,14 +3164,16 @@ walk_realistic(unsigned mode, uint64_t seed, long total)
                       "%ld leaks found, %ld reaped, %ld left; Tasks.Get "
                       "%ld (%ld failed, %ld running without container), "
                       "Tasks.Delete %ld (%ld failed), Containers.Delete "
-                      "%ld (%ld failed), %ld list feeds; %ld reports mixing "
+                      "%ld (%ld failed), %ld list feeds (%ld asked); %ld reports "
+                      "mixing "
                       "runs; leaks left by keep %ld, give-up %ld, unseen "
                       "runs %ld; known bug hits %ld\n",
                       w.task_deleted_reports, w.containerd_reports,
                       w.leaks_reported, w.leaks_reaped, w.leaks_left,
                       w.task_gets, w.task_get_failures, w.running_without_ctr,
                       w.task_deletes, w.task_delete_failures, w.ctr_deletes,
-                      w.ctr_delete_failures, w.list_feeds, w.mixed_reports,
+                      w.ctr_delete_failures, w.list_feeds, w.task_lists,
+                      w.mixed_reports,
                       w.left_kept, w.left_gave_up, w.left_unseen,
                       known_bug_hits);
     /* The walk must have gone everywhere for its silence to mean much. */
@@ -3181,9 +3197,11 @@ walk_realistic(unsigned mode, uint64_t seed, long total)
     assert_true(w.anomalies_seen & LC_AN_EXIT_UNKNOWN);
     if (mode == M_OFF) {
         assert_int_equal(w.task_gets + w.task_deletes + w.ctr_deletes, 0);
+        assert_int_equal(w.task_lists, 0);
         assert_int_equal(w.task_deleted_reports, 0);
         return;
     }
+    assert_true(w.task_lists > 20);
     assert_true(w.task_deleted_reports > w.removed_reports / 2);
     assert_true(w.containerd_reports > w.reports / 2);
     assert_true(w.leaks_reported > 20);
@@ -4615,7 +4633,9 @@ test_containerd_task_join_either_order(void **state)
             assert_int_equal(act_ms(r, ACT_STEP_TIMER), POLL);
             assert_true(s.c.task_gone_polled);
             STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_CONFIRMING, ACT_TASK_GET);
-            STEP(&s, ob(OBS_TASK_GONE), LC_TASK_CONFIRMING, ACT_STEP_TIMER);
+            /* Gone twice and no event yet: the task list is asked. */
+            STEP(&s, ob(OBS_TASK_GONE), LC_TASK_CONFIRMING, ACT_TASK_LIST,
+                 ACT_STEP_TIMER);
             /* The engine's events mean nothing more now. */
             STEP(&s, ob(OBS_EVENT_DESTROY), LC_TASK_CONFIRMING, NOACT);
             STEP(&s, ob(OBS_ABSENT), LC_TASK_CONFIRMING, NOACT);
@@ -4634,6 +4654,43 @@ test_containerd_task_join_either_order(void **state)
                .task_deleted = 1);
         assert_int_equal(s.reports, 1);
     }
+}
+
+/* A /tasks/delete that never comes (lost with containerd's stream, or
+ * sent before reapd knew the container): Tasks.Get's second 404 asks for
+ * the task list, which stands in for the event, at once rather than at
+ * the next audit (a minute); while neither comes, it is asked again every
+ * 20 polls, never on every poll. */
+static void
+test_containerd_lost_task_delete_event_lists_tasks(void **state)
+{
+    struct sc s;
+    int i;
+
+    (void)state;
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(3), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    STEP(&s, ob(OBS_TASK_GONE), LC_TASK_CONFIRMING, ACT_STEP_TIMER);
+    for (i = 2; i <= 40; i++) {
+        STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_CONFIRMING, ACT_TASK_GET);
+        if (i == 2 || i % 20 == 0)
+            STEP(&s, ob(OBS_TASK_GONE), LC_TASK_CONFIRMING, ACT_TASK_LIST,
+                 ACT_STEP_TIMER);
+        else
+            STEP(&s, ob(OBS_TASK_GONE), LC_TASK_CONFIRMING, ACT_STEP_TIMER);
+    }
+    /* The list does not hold the task. */
+    STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_DONE, TASK_DONE_WITH_SLOT);
+    REPORT(&s, .exit_known = true, .exit_code = 3,
+           .source = LC_SRC_CONTAINERD, .die_has_code = true, .die_code = 3,
+           .anomalies = 0, .removed = true, .removed_by_us = true,
+           .delete_attempts = 1, .cleanup_ms = 0, .channel = true,
+           .task_deleted = 1);
+    assert_int_equal(s.reports, 1);
 }
 
 /* reap_leaked_tasks off: a leaked task is reported at once, left alone. */
@@ -5760,6 +5817,7 @@ main(void)
         cmocka_unit_test(test_containerd_normal_path),
         cmocka_unit_test(test_containerd_removed_by_someone_else),
         cmocka_unit_test(test_containerd_task_join_either_order),
+        cmocka_unit_test(test_containerd_lost_task_delete_event_lists_tasks),
         cmocka_unit_test(test_containerd_reap_disabled),
         cmocka_unit_test(test_containerd_task_get_retried),
         cmocka_unit_test(test_containerd_task_delete_retried),
