@@ -91,6 +91,7 @@ struct rec {
     bool persisted;         /* a record of it is in the store */
     bool persisted_running; /* ... and it says only "running" */
     bool resume_pending;    /* loaded from the store, not yet resumed */
+    bool loaded;            /* loaded from the store (an earlier run's) */
     int64_t exited_wall_ms; /* wall clock when its exit was seen */
     /* Observations held while discovering (NULL otherwise: most
      * records never need it). */
@@ -124,6 +125,7 @@ struct unsaved {
     char container_id[65];
     char *json;
     size_t len;
+    int64_t made_ms; /* when it was kept (as the store's created_ms) */
 };
 
 struct reaper {
@@ -969,6 +971,7 @@ keep_unsaved(struct reaper *r, const char *id, const char *cid,
     memcpy(u->json, json, len);
     u->json[len] = '\0';
     u->len = len;
+    u->made_ms = report_now_ms();
     if (r->unsaved_tail != NULL)
         r->unsaved_tail->next = u;
     else
@@ -1138,6 +1141,7 @@ load_records(struct reaper *r)
         c->persisted_running = c->lc.state == LC_RUNNING &&
                                !c->lc.exited && !c->lc.task_exit_seen;
         c->resume_pending = true;
+        c->loaded = true;
         record_free(rec);
     }
     if (all.n > 0)
@@ -1180,33 +1184,70 @@ resume_loaded(struct reaper *r)
 /* ---- reports ---------------------------------------------------------- */
 
 /*
- * An exit known only from its die event (the container was gone before
- * inspect could give its FinishedAt) may be one a previous run of reapd
- * reported already, from FinishedAt: reapd was killed after the report
- * and before the events checkpoint moved past the die, which the engine
- * then replayed. Its report id, from the die's time, would differ, and the
- * upstream would get the exit twice under two ids. A report of the same
- * container made after that die covers it.
+ * The same exit, reported by an earlier run of reapd, must not be
+ * reported again under another id. Two ways it comes back:
+ * - a die replayed after a crash, for an exit reported from its
+ *   FinishedAt: the container is gone, so only the die's time is left
+ *   and the id would differ (a report at or after the die covers it);
+ * - a record loaded from the store whose last change (its deletion, a
+ *   later state) was never written (killed while the state's disk was
+ *   full): if that run reported the container removed, nothing of it can
+ *   exit again (container ids are never reused), so whatever this run
+ *   would say is that same exit.
+ * The earlier report may still wait in memory for the store (its disk
+ * full; a report recovered from the journal at this start is one).
+ * Only records that may have been reported before pay for the lookup.
+ * (Found by the chaos soak: one exit, two report ids.)
+ *
+ * covers: whether an earlier report of c's container (made at `made_ms`,
+ * its line `body`, NULL if not at hand) is of the exit c would report.
  */
+static const char *
+covers(const struct rec *c, int64_t made_ms, const char *body, size_t len)
+{
+    /* A second of slack: the die's time is the engine's clock. */
+    if (c->finished_at == NULL && c->die_nano > 0 &&
+        made_ms >= c->die_nano / 1000000 - 1000)
+        return "the exit replayed after a restart was reported already";
+    if (c->loaded && body != NULL && report_line_removed(body, len) == 1)
+        return "an earlier run reported it removed already";
+    return NULL;
+}
+
 static bool
 already_reported(const struct rec *c)
 {
-    struct store_report prev;
-    int64_t die_ms = c->die_nano / 1000000;
-    bool covered;
+    struct store_report prev, full;
+    const struct unsaved *u;
+    bool die_only = c->finished_at == NULL && c->die_nano > 0;
+    const char *why = NULL, *id = NULL;
 
-    if (c->r->store == NULL || c->finished_at != NULL || c->die_nano <= 0 ||
+    if (!die_only && !c->loaded)
+        return false;
+    for (u = c->r->unsaved; u != NULL && why == NULL; u = u->next)
+        if (strcmp(u->container_id, c->id) == 0 &&
+            (why = covers(c, u->made_ms, u->json, u->len)) != NULL)
+            id = u->report_id;
+    if (why != NULL) {
+        log_info(c->id, "%s (report %s, not yet stored); not reported again",
+                 why, id);
+        return true;
+    }
+    if (c->r->store == NULL ||
         store_latest_report(c->r->store, c->id, &prev) != STORE_OK)
         return false;
-    /* A second of slack: the die's time is the engine's clock. */
-    covered = prev.created_ms >= die_ms - 1000;
-    if (covered)
-        log_info(c->id,
-                 "the exit replayed after a restart was reported already "
-                 "(report %s); not reported again",
+    why = covers(c, prev.created_ms, NULL, 0);
+    if (why == NULL && c->loaded &&
+        store_get_report(c->r->store, prev.report_id, true, &full) ==
+            STORE_OK) {
+        why = covers(c, prev.created_ms, full.body, full.body_len);
+        store_report_clear(&full);
+    }
+    if (why != NULL)
+        log_info(c->id, "%s (report %s); not reported again", why,
                  prev.report_id);
     store_report_clear(&prev);
-    return covered;
+    return why != NULL;
 }
 
 /*

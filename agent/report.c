@@ -655,16 +655,17 @@ hex_member(const struct json_node *root, const char *key, size_t len,
     return 0;
 }
 
+static const struct json_limits line_limits = {.max_bytes = REPORT_LINE_MAX,
+                                              .max_depth = 8,
+                                              .max_items = READ_ITEMS,
+                                              .max_string = READ_STRING};
+
 int
 report_line_ids(const char *line, size_t len, char id[33], char cid[65])
 {
-    struct json_limits lim = {.max_bytes = REPORT_LINE_MAX,
-                              .max_depth = 8,
-                              .max_items = READ_ITEMS,
-                              .max_string = READ_STRING};
     char err[64] = "";
     struct json_node *root =
-        json_parse(line, len, &lim, 0, err, sizeof(err), NULL);
+        json_parse(line, len, &line_limits, 0, err, sizeof(err), NULL);
     int rc = -1;
 
     if (root == NULL && strcmp(err, JSON_ERR_OOM) == 0)
@@ -672,6 +673,23 @@ report_line_ids(const char *line, size_t len, char id[33], char cid[65])
     if (root != NULL && hex_member(root, "report_id", 32, id) == 0 &&
         hex_member(root, "container_id", 64, cid) == 0)
         rc = 0;
+    json_free(root);
+    return rc;
+}
+
+int
+report_line_removed(const char *line, size_t len)
+{
+    struct json_node *root =
+        json_parse(line, len, &line_limits, 0, NULL, 0, NULL);
+    const struct json_node *n;
+    int rc = -1;
+
+    if (root == NULL || root->type != JSON_OBJECT)
+        goto out;
+    n = json_get(root, "removed");
+    rc = n != NULL && n->type == JSON_BOOL && n->boolean;
+out:
     json_free(root);
     return rc;
 }

@@ -159,4 +159,9 @@ int report_log_replay(struct report_log *rl, int64_t from, report_line_cb cb,
  * not a report, or -2 if memory ran out (the line may be fine). */
 int report_line_ids(const char *line, size_t len, char id[33], char cid[65]);
 
+/* Whether a report line says its container was removed: 1 if its
+ * `removed` is true, 0 if false, null or missing, -1 if the line is not
+ * a JSON object (or memory ran out). Reads what report_line_ids reads. */
+int report_line_removed(const char *line, size_t len);
+
 #endif

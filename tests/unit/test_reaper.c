@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -753,6 +755,46 @@ has_record(struct store *st, const char *id)
     return found;
 }
 
+/* reapd killed: its docker client and reaper gone, the store kept. */
+static void
+h_stop(struct h *h)
+{
+    reaper_free(h->r);
+    h->r = NULL;
+    docker_free(h->d);
+    h->d = NULL;
+}
+
+/* The next run of reapd, on the same store. */
+static void
+h_restart(struct h *h, struct store *st)
+{
+    h->d = docker_new(h->l, h->sock, 2000, 200);
+    assert_non_null(h->d);
+    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
+    assert_non_null(h->r);
+    reaper_on_report(h->r, on_report, h);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+}
+
+static void
+h_drop_store(struct h *h, struct store *st)
+{
+    static const char *const files[] = {"reapd.db", "reapd.db-wal",
+                                        "reapd.db-shm"};
+    char path[128];
+    size_t i;
+
+    reaper_free(h->r);
+    h->r = NULL;
+    assert_int_equal(store_close(st), STORE_OK);
+    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", h->dir, files[i]);
+        unlink(path);
+    }
+}
+
 /* A managed container seen running is remembered across a kill: if it
  * exits and is removed (`docker run --rm`) while reapd is down and the
  * engine's events are lost with it (an engine restart), the next run
@@ -764,11 +806,8 @@ t_running_container_survives_kill(void **state)
 {
     struct h *h = h_new("");
     struct store *st = NULL;
-    char err[256], path[128];
+    char err[256];
     const struct json_node *rep;
-    static const char *const files[] = {"reapd.db", "reapd.db-wal",
-                                        "reapd.db-shm"};
-    size_t i;
 
     (void)state;
     assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
@@ -782,20 +821,13 @@ t_running_container_survives_kill(void **state)
     assert_false(has_record(st, B));
 
     /* reapd stops (its records stay); A exits and goes unseen. */
-    reaper_free(h->r);
-    docker_free(h->d);
+    h_stop(h);
     fake_engine_drop_events(h->fe, 1);
     fake_engine_exit(h->fe, A, 240, 240);
     fake_engine_remove(h->fe, A, 1);
     fake_engine_remove(h->fe, B, 1);
     fake_engine_drop_events(h->fe, 0);
-    h->d = docker_new(h->l, h->sock, 2000, 200);
-    assert_non_null(h->d);
-    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
-    assert_non_null(h->r);
-    reaper_on_report(h->r, on_report, h);
-    reaper_set_store(h->r, st);
-    assert_int_equal(reaper_start(h->r), 0);
+    h_restart(h, st);
     run_until(h, has_report, A, 5000);
     run_for(h, 200);
     rep = report_for(h, A);
@@ -806,15 +838,174 @@ t_running_container_survives_kill(void **state)
     assert_false(has_report(h, B));
     assert_int_equal(h->nreports, 1);
     assert_false(has_record(st, A));
-
-    reaper_free(h->r);
-    h->r = NULL;
-    assert_int_equal(store_close(st), STORE_OK);
-    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", h->dir, files[i]);
-        unlink(path);
-    }
+    h_drop_store(h, st);
     h_free(h);
+}
+
+/* A record whose last changes were never written (reapd killed while
+ * the state's disk was full) comes back at the next start; if that run
+ * had reported the container removed, the record's exit is that same
+ * exit and is not reported again under another id. A container whose
+ * last report did not say removed (kept) is reported. (Found by the
+ * chaos soak: one exit, two report ids.) */
+static void
+t_loaded_record_of_reported_removal(void **state)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    char err[256];
+    const struct json_node *rep;
+
+    (void)state;
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    fake_engine_add(h->fe, A, "reported", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "kept-once", MANAGED, NULL, 1);
+    run_for(h, 200);
+    assert_true(has_record(st, A));
+    assert_true(has_record(st, B));
+    h_stop(h);
+    /* What that run reported, and could not write in its records. */
+    assert_int_equal(store_add_report(st, "0123456789abcdef0123456789abcdef",
+                                      A, "{\"removed\":true}", 16,
+                                      report_now_ms()),
+                     STORE_OK);
+    assert_int_equal(store_add_report(st, "fedcba9876543210fedcba9876543210",
+                                      B, "{\"removed\":false}", 17,
+                                      report_now_ms()),
+                     STORE_OK);
+    fake_engine_drop_events(h->fe, 1);
+    fake_engine_remove(h->fe, A, 1);
+    fake_engine_remove(h->fe, B, 1);
+    fake_engine_drop_events(h->fe, 0);
+    h_restart(h, st);
+    run_until(h, has_report, B, 5000);
+    run_for(h, 300);
+    assert_false(has_report(h, A));
+    assert_int_equal(h->nreports, 1);
+    rep = report_for(h, B);
+    assert_true(has_anomaly(rep, "exit_code_unknown"));
+    assert_false(has_record(st, A));
+    assert_false(has_record(st, B));
+    h_drop_store(h, st);
+    h_free(h);
+}
+
+static int
+reports_of(struct h *h, const char *id)
+{
+    int i, n = 0;
+
+    for (i = 0; i < h->nreports; i++)
+        if (strcmp(json_string(json_get(h->reports[i], "container_id")), id) ==
+            0)
+            n++;
+    return n;
+}
+
+/* The child of t_unsaved_report_covers_replayed_die: 0, or the number of
+ * the check that failed. */
+static int
+unsaved_covers_child(void)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    struct store_report sr;
+    struct report rep;
+    struct rlimit rl, full;
+    char err[256], line[1024], r1[33];
+    int64_t now_ms = report_now_ms();
+    size_t len, i;
+    char *json;
+
+    signal(SIGXFSZ, SIG_IGN);
+    if (store_open(h->dir, &st, err, sizeof(err)) != STORE_OK)
+        return 10;
+    if (store_set_checkpoint(st, "reports.jsonl.end", 0) != STORE_OK ||
+        store_flush(st) != STORE_OK)
+        return 17;
+    /* The last run's report of A's exit, in the journal only. */
+    memset(&rep, 0, sizeof(rep));
+    rep.node = "t";
+    rep.container_id = A;
+    rep.exit_known = true;
+    rep.exit_code = 3;
+    rep.exit_code_source = "inspect";
+    rep.removed = true;
+    rep.reported_at = "2026-12-03T10:00:02.000Z";
+    report_make_id(&rep, "2026-12-03T10:00:01.000Z");
+    memcpy(r1, rep.report_id, 33);
+    json = report_to_json(&rep, &len);
+    if (json == NULL || report_log_append(h->rl, json, len) != 0)
+        return 11;
+    free(json);
+    /* A full disk: no file of this process can grow. */
+    if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 12;
+    full = rl;
+    full.rlim_cur = 0;
+    if (setrlimit(RLIMIT_FSIZE, &full) != 0)
+        return 13;
+    reaper_set_store(h->r, st);
+    if (reaper_start(h->r) != 0)
+        return 14;
+    if (store_get_report(st, r1, false, &sr) != STORE_NOT_FOUND)
+        return 15; /* the fault did not take: the test proves nothing */
+    run_until(h, is_ready, NULL, 3000);
+    /* The engine replays A's die (A is gone), and B's, never reported. */
+    for (i = 0; i < 2; i++) {
+        long long nano = (now_ms - 5000) * 1000000LL;
+
+        snprintf(line, sizeof(line),
+                 "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                 "\"ID\":\"%s\",\"Attributes\":{\"exitCode\":\"3\","
+                 "\"image\":\"img:1\",\"name\":\"n%zu\","
+                 "\"reapd.managed\":\"true\"}},\"time\":%lld,"
+                 "\"timeNano\":%lld}\n",
+                 i == 0 ? A : B, i, nano / 1000000000, nano);
+        fake_engine_stream_raw(h->fe, line);
+    }
+    run_for(h, 500);
+    /* Space again: what waited in memory is stored and reported. */
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
+        return 16;
+    run_until(h, has_report, B, 5000);
+    run_for(h, 300);
+    if (reports_of(h, A) != 1)
+        return 1; /* A's exit under a second id */
+    if (strcmp(json_string(json_get(report_for(h, A), "report_id")), r1) != 0)
+        return 2;
+    if (reports_of(h, B) != 1)
+        return 3;
+    h_drop_store(h, st);
+    h_free(h);
+    return 0;
+}
+
+/* reapd killed with the state's disk full: its report of A reached the
+ * journal, not the store. The next start, disk still full, takes it
+ * from the journal into memory; the engine then replays A's die (A gone:
+ * only the die's time for an id). That die is covered by the report in
+ * memory, not reported again under the die's id. In a child:
+ * RLIMIT_FSIZE is the process's. (Found by the chaos soak: one exit, two
+ * report ids.) */
+static void
+t_unsaved_report_covers_replayed_die(void **state)
+{
+    pid_t pid;
+    int st = 0;
+
+    (void)state;
+    fflush(NULL);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(unsaved_covers_child());
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 /* reports.jsonl is the journal of reports: a line the store lost (a
@@ -909,6 +1100,8 @@ main(void)
         cmocka_unit_test(t_journal_recovery),
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
+        cmocka_unit_test(t_loaded_record_of_reported_removal),
+        cmocka_unit_test(t_unsaved_report_covers_replayed_die),
         cmocka_unit_test(t_engine_exit_code_mismatch),
         cmocka_unit_test(t_genuine_255),
         cmocka_unit_test(t_delete_500_retried),

@@ -1413,11 +1413,43 @@ t_journal_many_labels(void **state)
     labset_free(&ls);
 }
 
+/* report_line_removed reads only a real `removed: true`: not a string,
+ * not the word inside a label, not a line that is not an object. */
+static void
+t_line_removed(void **state)
+{
+    static const struct {
+        const char *line;
+        int want;
+    } cases[] = {
+        {"{\"removed\":true}", 1},
+        {"{\"removed\":false}", 0},
+        {"{\"removed\":null}", 0},
+        {"{\"removed\":\"true\"}", 0},
+        {"{\"labels\":{\"x\":\"\\\"removed\\\":true\"}}", 0},
+        {"{\"labels\":{\"removed\":true}}", 0},
+        {"{}", 0},
+        {"[true]", -1},
+        {"not json", -1},
+        {"{\"removed\":tru", -1},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        int got = report_line_removed(cases[i].line, strlen(cases[i].line));
+
+        if (got != cases[i].want)
+            fail_msg("%s: %d, want %d", cases[i].line, got, cases[i].want);
+    }
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_full_report),
+        cmocka_unit_test(t_line_removed),
         cmocka_unit_test(t_unknowns_are_null),
         cmocka_unit_test(t_number_edges),
         cmocka_unit_test(t_escaping),
