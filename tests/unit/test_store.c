@@ -1913,6 +1913,19 @@ t_timing(void **state)
                   f->dir, (double)t_add / nadd,
                   (double)(t_put + t_flush) / nput, nput, (double)t_put / nput,
                   (double)t_flush, (double)t_single / nsingle);
+    /* What the batching is for, as a ratio (robust to a loaded machine,
+     * unlike a time): an update batched with a loop turn's others costs
+     * a fraction of one committed alone. Measured: 20-60x. */
+    assert_true((t_put + t_flush) * 5 * (int64_t)nsingle <
+                t_single * (int64_t)nput);
+    /* And the batch wrote what it was given: one row per container. */
+    {
+        struct store_containers all = {0};
+
+        assert_int_equal(store_get_containers(f->st, &all), 0);
+        assert_int_equal(all.n, 200);
+        store_containers_free(&all);
+    }
 }
 
 /* Added as delivered in one transaction: delivered at once, the head of
