@@ -133,6 +133,14 @@ grep -q "another reapd uses" "$T/second.err" || fail "no clear message: $(cat "$
 kill -0 "$pid" || fail "the first reapd died"
 ok "a second reapd on the same state_dir is refused"
 
+# The config in force, as reapd says it (GET /v1/config).
+config_now() {
+  curl -sf "http://127.0.0.1:$port/v1/config" | jq -cS . ||
+    fail "GET /v1/config failed"
+}
+before=$(config_now)
+[ "$(jq '.delete.max_in_flight' <<<"$before")" = 8 ] ||
+  fail "the default delete.max_in_flight is not in force: $before"
 cp "$T/good.json" "$T/good.json.bak"
 echo '{ "delete": { "max_in_flight": 0 } }' >"$T/good.json"
 kill -HUP "$pid"
@@ -143,15 +151,20 @@ done
 grep -q "reload rejected" "$T/log" || fail "bad reload not logged"
 kill -0 "$pid" || fail "reapd died on a bad reload"
 [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez")" = 200 ] || fail "not live after bad reload"
+[ "$(config_now)" = "$before" ] ||
+  fail "the config in force changed on a rejected reload: $(config_now)"
 ok "SIGHUP with an invalid config: rejected, old config kept"
-cp "$T/good.json.bak" "$T/good.json"
+# A valid one with a change: the change is in force.
+jq '.delete = {max_in_flight: 3}' "$T/good.json.bak" >"$T/good.json"
 kill -HUP "$pid"
 for _ in $(seq 1 50); do
   grep -q "SIGHUP: reloaded" "$T/log" && break
   sleep 0.1
 done
 grep -q "SIGHUP: reloaded" "$T/log" || fail "good reload not logged"
-ok "SIGHUP with a valid config: reloaded"
+[ "$(config_now | jq '.delete.max_in_flight')" = 3 ] ||
+  fail "the reloaded config is not in force: $(config_now)"
+ok "SIGHUP with a valid config: reloaded, its change in force"
 
 start=$(date +%s%N)
 kill -TERM "$pid"
