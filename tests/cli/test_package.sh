@@ -4,8 +4,8 @@
 # systemd unit, the config (a conffile) and the docs at their paths;
 # Depends computed by dpkg-shlibdeps names the five libraries; the
 # packaged config passes `reapd --check-config`; the packaged unit passes
-# `systemd-analyze verify` (when systemd-analyze exists; said so when it
-# does not) and holds the hardening directives docs/deploy.md promises.
+# `systemd-analyze verify` (systemd, installed by scripts/deps: without
+# it the test fails) and holds the hardening directives docs/deploy.md promises.
 #
 #   bash tests/cli/test_package.sh <build>/reapd <source-dir>
 set -euo pipefail
@@ -138,40 +138,37 @@ if grep -Eq '^(ReadWritePaths|BindPaths)=' "$UNIT"; then
 fi
 ok "unit: ExecStart, ProtectSystem=strict, only StateDirectory writable, NoNewPrivileges, no capabilities, reload validates, no sd_notify"
 
-if command -v systemd-analyze >/dev/null; then
-  # Verify against the extracted package as the root: ExecStart's
-  # /usr/sbin/reapd is the packaged binary; the targets every service
-  # depends on (sysinit.target, ...) and /bin/kill are copied in.
-  R=$T/root
-  mkdir -p "$R/usr/bin"
-  [ -e "$R/bin" ] || ln -s usr/bin "$R/bin"
-  # ExecReload's /bin/kill comes from procps (a Depends of the package).
-  if kp=$(type -P kill); then cp "$kp" "$R/usr/bin/kill"; else
-    printf '#!/bin/sh\n' >"$R/usr/bin/kill"; chmod 755 "$R/usr/bin/kill"; fi
-  for dir in /lib/systemd/system /usr/lib/systemd/system; do
-    if [ -d "$dir" ]; then cp -n "$dir"/*.target "$R/lib/systemd/system/" 2>/dev/null || true; fi
-  done
-  [ -f "$R/lib/systemd/system/sysinit.target" ] ||
-    fail "systemd-analyze exists but no sysinit.target was found to copy"
-  set +e
-  SYSTEMD_LOG_COLOR=0 systemd-analyze verify --root="$R" \
-    /lib/systemd/system/reapd.service >"$T/verify" 2>&1
-  rc=$?
-  set -e
-  # verify exits 0 on unknown keys and bad values (it only warns): any
-  # output at all is a failure.
-  if [ "$rc" -ne 0 ] || [ -s "$T/verify" ]; then
-    cat "$T/verify" >&2
-    fail "systemd-analyze verify: exit $rc, or warnings (above)"
-  fi
-  ok "systemd-analyze verify: clean ($(systemd-analyze --version | head -1))"
-  if systemd-analyze security --offline=true --root="$R" \
-       /lib/systemd/system/reapd.service >"$T/security" 2>&1; then
-    echo "# $(grep -a 'Overall exposure level' "$T/security" || echo 'security: no summary')"
-  fi
-else
-  echo "# NOTE: systemd-analyze not found on this machine: the unit file was NOT"
-  echo "#       checked with 'systemd-analyze verify', only with the grep checks above."
+command -v systemd-analyze >/dev/null ||
+  fail "systemd-analyze not found: install systemd (scripts/deps does); the unit file cannot be verified"
+# Verify against the extracted package as the root: ExecStart's
+# /usr/sbin/reapd is the packaged binary; the targets every service
+# depends on (sysinit.target, ...) and /bin/kill are copied in.
+R=$T/root
+mkdir -p "$R/usr/bin"
+[ -e "$R/bin" ] || ln -s usr/bin "$R/bin"
+# ExecReload's /bin/kill comes from procps (a Depends of the package).
+kp=$(type -P kill) || fail "kill (procps) not found: scripts/deps installs it"
+cp "$kp" "$R/usr/bin/kill"
+for dir in /lib/systemd/system /usr/lib/systemd/system; do
+  if [ -d "$dir" ]; then cp -n "$dir"/*.target "$R/lib/systemd/system/" 2>/dev/null || true; fi
+done
+[ -f "$R/lib/systemd/system/sysinit.target" ] ||
+  fail "systemd-analyze exists but no sysinit.target was found to copy"
+set +e
+SYSTEMD_LOG_COLOR=0 systemd-analyze verify --root="$R" \
+  /lib/systemd/system/reapd.service >"$T/verify" 2>&1
+rc=$?
+set -e
+# verify exits 0 on unknown keys and bad values (it only warns): any
+# output at all is a failure.
+if [ "$rc" -ne 0 ] || [ -s "$T/verify" ]; then
+  cat "$T/verify" >&2
+  fail "systemd-analyze verify: exit $rc, or warnings (above)"
+fi
+ok "systemd-analyze verify: clean ($(systemd-analyze --version | head -1))"
+if systemd-analyze security --offline=true --root="$R" \
+     /lib/systemd/system/reapd.service >"$T/security" 2>&1; then
+  echo "# $(grep -a 'Overall exposure level' "$T/security" || echo 'security: no summary')"
 fi
 
 echo "$n passed, 0 failed"
