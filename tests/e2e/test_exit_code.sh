@@ -44,6 +44,16 @@ assert_json "$line" '(.started_at | type) == "string" and (.finished_at | type) 
   "started_at/finished_at"
 assert_json "$line" '(.finished_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}"))' \
   "finished_at is RFC 3339"
+# The rest of the contract's fields, each as the contract says.
+assert_json "$line" '.report_id | test("^[0-9a-f]{32}$")' "report_id is 32 hex"
+assert_json "$line" '.action == "remove"' "action"
+assert_json "$line" '.removed_by == "reapd"' "removed_by"
+assert_json "$line" '.delete_attempts == 1' "one DELETE"
+assert_json "$line" '.anomalies == []' "no anomalies"
+assert_json "$line" '.reported_at | test("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\\.[0-9]{3}Z$")' \
+  "reported_at is RFC 3339, UTC, milliseconds"
+assert_json "$line" '(.reported_at | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601) >= (.finished_at | sub("\\.[0-9]+Z$"; "Z") | fromdateiso8601)' \
+  "reported after the exit"
 
 assert_gone "$managed"
 assert_no_task "$managed" 5

@@ -22,6 +22,11 @@ assert_json "$line_a" '.exit_code == 6' "A exit_code"
 assert_json "$line_a" '.exit_code_source == "event" or .exit_code_source == "inspect"' \
   "A exit_code_source"
 assert_json "$line_a" '.engine_exit_code == 6' "A engine_exit_code"
+# The engine's own removal races reapd's DELETE (which then finds it
+# gone or going): either may be first, but a DELETE that removed it is
+# the only way to "reapd".
+assert_json "$line_a" '.removed_by == "other" or (.removed_by == "reapd" and .delete_attempts >= 1)' \
+  "A removed_by"
 assert_gone "$a"
 
 # 2. docker rm -f while running: the engine kills it (die event exitCode
@@ -35,6 +40,10 @@ log "B report: $line_b"
 assert_report_basic "$line_b" "$b"
 assert_json "$line_b" '.exit_code == 137' "B exit_code (killed by SIGKILL)"
 assert_json "$line_b" '.engine_exit_code == 137' "B engine_exit_code"
+# The engine removed it, not reapd: reapd sent no DELETE.
+assert_json "$line_b" '.removed_by == "other"' "B removed_by"
+assert_json "$line_b" '.delete_attempts == 0' "B: no DELETE from reapd"
+assert_json "$line_b" '.anomalies == []' "B: no anomalies"
 assert_gone "$b"
 assert_no_task "$a" 5
 assert_no_task "$b" 5
