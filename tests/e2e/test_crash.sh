@@ -18,31 +18,69 @@ KILLS=${CRASH_KILLS:-6}
 engine_start
 image_build
 slowrunc_delay 3
-config="{\"containerd\": {\"socket\": \"$(ctr_sock)\"}}"
+# A third of the containers wait 1.5 s after their exit before reapd
+# removes them (a policy delay): cleanups long enough for kills to land
+# on.
+config=$(jq -cn --arg s "$(ctr_sock)" '{containerd: {socket: $s},
+  policies: [
+    {name: "delayed", match: {labels: {"reapd.managed": "true", "crash.delay": "true"}},
+     action: "remove", delay_ms: 1500},
+    {name: "managed", match: {labels: {"reapd.managed": "true"}}, action: "remove"}]}')
 reapd_start "$REAPD_BIN" "$config"
 
-declare -A want
-ids=()
-for i in $(seq 1 "$N"); do
-  code=$((RANDOM % 60))
-  runtime=()
-  [ $((i % 3)) -eq 0 ] && runtime=(--runtime slowrunc)
-  id=$(run_ctr "${runtime[@]}" --label reapd.managed=true "$IMAGE" \
-    sh -c "sleep $((RANDOM % 4)).$((RANDOM % 10)); exit $code")
-  want[$id]=$code
-  ids+=("$id")
-done
-log "$N containers started, $(( N / 3 )) with a 3 s runc delete"
+# The containers start in the background while reapd is being killed:
+# their exits and cleanups spread over the kills.
+start_all() {
+  local i code extra id
+  for i in $(seq 1 "$N"); do
+    code=$((RANDOM % 60))
+    extra=()
+    [ $((i % 3)) -eq 0 ] && extra=(--runtime slowrunc)
+    [ $((i % 3)) -eq 1 ] && extra=(--label crash.delay=true)
+    id=$(run_ctr "${extra[@]}" --label reapd.managed=true "$IMAGE" \
+      sh -c "sleep $((RANDOM % 4)).$((RANDOM % 10)); exit $code")
+    printf '%s %s\n' "$id" "$code" >>"$D/crash.started"
+  done
+}
+: >"$D/crash.started"
+start_all &
+starter=$!
 
-kills=0
+# in_cleanup: how many tracked containers are between their exit and
+# their report (what a kill must land on to test anything).
+in_cleanup() {
+  curl -s -m 2 "$REAPD_URL/v1/containers" 2>/dev/null |
+    jq '[.containers[] | select(.state != "running" and .state != "kept")] | length' \
+      2>/dev/null || echo 0
+}
+kills=0 kills_in_cleanup=0
 for _ in $(seq 1 "$KILLS"); do
   sleep "0.$((RANDOM % 10))$((RANDOM % 10))"
-  sleep $((RANDOM % 2))
+  # A kill at a random moment, but one when a cleanup is in progress if
+  # there is one within 3 s.
+  deadline=$(($(now_ms) + 3000))
+  while [ "$(in_cleanup)" = 0 ] && [ "$(now_ms)" -lt "$deadline" ]; do
+    sleep 0.05
+  done
+  busy=$(in_cleanup)
   reapd_kill9
   kills=$((kills + 1))
+  [ "$busy" = 0 ] || kills_in_cleanup=$((kills_in_cleanup + 1))
   reapd_start "$REAPD_BIN" "$config"
 done
-log "reapd killed -9 $kills times"
+log "reapd killed -9 $kills times, $kills_in_cleanup of them during a cleanup"
+wait "$starter" || fail "starting the containers failed"
+declare -A want
+ids=()
+while read -r id code; do
+  want[$id]=$code
+  ids+=("$id")
+done <"$D/crash.started"
+[ "${#ids[@]}" -eq "$N" ] || fail "${#ids[@]} of $N containers started"
+log "$N containers started, $(( N / 3 )) with a 3 s runc delete, $(( (N + 2) / 3 )) with a 1.5 s policy delay"
+# Not vacuous: kills landed on cleanups in progress.
+[ "$kills_in_cleanup" -ge $((KILLS / 2)) ] ||
+  fail "only $kills_in_cleanup of $kills kills landed during a cleanup"
 
 for id in "${ids[@]}"; do
   wait_report "$id" 120 >/dev/null
@@ -67,9 +105,24 @@ for id in "${ids[@]}"; do
   assert_gone "$id"
   assert_no_task "$id" 30
 done
-# The store agrees with the file: every report is in the outbox once.
-stored=$(sqlite3 "$D/state/reapd.db" 'select count(*) from reports' 2>/dev/null || echo "?")
-log "crash: containers=$N kills=$kills duplicate_lines=$dups stored_reports=$stored"
-echo "crash: containers=$N kills=$kills duplicate_lines=$dups"
+# A kill may repeat the report being made (its line written, the record
+# not yet forgotten): at most one line per kill.
+[ "$dups" -le "$kills" ] || fail "$dups duplicate report lines for $kills kills"
+# Every line of the journal is a whole report (a torn line is cut at the
+# next start): none is skipped as unreadable.
+jq -eR 'fromjson | .report_id | test("^[0-9a-f]{32}$")' "$(REPORTS)" >/dev/null ||
+  fail "reports.jsonl holds a line that is not a report"
+# The store agrees with the file: the same report ids, each once.
+reapd_stop
+command -v sqlite3 >/dev/null || fail "sqlite3 not found (scripts/deps installs it)"
+stored=$(sqlite3 "$D/state/reapd.db" 'select report_id from reports order by 1') ||
+  fail "sqlite3 could not read the store"
+journal=$(jq -r .report_id "$(REPORTS)" | sort -u)
+[ "$stored" = "$journal" ] ||
+  fail "store and reports.jsonl differ: $(diff <(echo "$stored") <(echo "$journal") | head -5)"
+[ "$(wc -l <<<"$stored")" -eq "$N" ] ||
+  fail "$(wc -l <<<"$stored") reports stored for $N containers"
+log "crash: containers=$N kills=$kills in_cleanup=$kills_in_cleanup duplicate_lines=$dups stored_reports=$(wc -l <<<"$stored")"
+echo "crash: containers=$N kills=$kills kills_in_cleanup=$kills_in_cleanup duplicate_lines=$dups"
 
 e2e_pass
