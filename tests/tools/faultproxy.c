@@ -72,6 +72,7 @@ struct faults {
     long die_exit_code;
     unsigned long del500, del409; /* answers still to inject */
     long delay_ms[K_NKINDS];
+    char delay_only[65]; /* delays only for this container id (prefix) */
     unsigned long cut; /* events still to cut */
     char cut_on[32];   /* only events with this Action; "" = any */
     bool down_close;   /* down: accept and close instead of refusing */
@@ -1127,6 +1128,9 @@ start_exchange(struct conn *c, struct evbuffer *in, size_t len)
         c->rq_left = h.cl;
     }
     c->delay_ms = P.f.delay_ms[c->kind];
+    if (P.f.delay_only[0] != '\0' &&
+        strncmp(c->cid, P.f.delay_only, strlen(P.f.delay_only)) != 0)
+        c->delay_ms = 0;
     if (c->kind == K_DELETE && P.f.del500 > 0) {
         P.f.del500--;
         c->inject = INJ_500;
@@ -1444,6 +1448,8 @@ gen_state(yajl_gen g)
     gen_str(g, P.f.cut_on);
     gen_str(g, "down_mode");
     gen_str(g, P.f.down_close ? "close" : "refuse");
+    gen_str(g, "delay_only");
+    gen_str(g, P.f.delay_only);
     for (k = 0; k < K_NKINDS; k++) {
         char key[32];
 
@@ -1570,6 +1576,10 @@ apply_query(const char *query, struct faults *f, long *down, char *err,
             f->del409 = (unsigned long)n;
         } else if (strcmp(k, "cut") == 0 && num_arg(v, 1000000, &n) == 0) {
             f->cut = (unsigned long)n;
+        } else if (strcmp(k, "delay_only") == 0 &&
+                   strlen(v) < sizeof(f->delay_only) &&
+                   strspn(v, "0123456789abcdef") == strlen(v)) {
+            snprintf(f->delay_only, sizeof(f->delay_only), "%s", v);
         } else if (strcmp(k, "cut_on") == 0 && strlen(v) < sizeof(f->cut_on)) {
             snprintf(f->cut_on, sizeof(f->cut_on), "%s", v);
         } else if (strcmp(k, "down") == 0 && num_arg(v, 3600000, &n) == 0) {
