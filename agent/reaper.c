@@ -40,6 +40,9 @@
 #define OUTAGE_SPANS 8
 /* Bytes of reports.jsonl whose reports the store holds (see report.h). */
 #define JOURNAL_KEY   "reports.jsonl.end"
+/* Pending record changes written at once rather than at the loop turn's
+ * end (schedule_flush). */
+#define FLUSH_SLICE_ROWS 256
 #define MAX_TOMBSTONE 4096
 
 enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
@@ -735,10 +738,25 @@ static void on_flush(evutil_socket_t fd, short what, void *arg);
 
 /* Container records and checkpoints are batched: one store_flush per
  * loop turn writes them all (group commit). */
+static void store_result(struct reaper *r, int rc, const char *what);
+
 static void
 schedule_flush(struct reaper *r)
 {
-    if (r->store == NULL || r->flush_scheduled)
+    if (r->store == NULL)
+        return;
+    /* A loop turn that changes thousands of records (a relist at a
+     * start) writes them a slice at a time: their copies, held until the
+     * flush, would otherwise interleave with the records made meanwhile
+     * and leave the heap fragmented for good (1 KiB per container). */
+    if (store_pending(r->store) >= FLUSH_SLICE_ROWS) {
+        int rc = store_flush(r->store);
+
+        store_result(r, rc, "saving container records");
+        if (rc >= 0)
+            return;
+    }
+    if (r->flush_scheduled)
         return;
     r->flush_scheduled = true;
     event_active(r->flush_ev, EV_TIMEOUT, 0);

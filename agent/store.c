@@ -786,7 +786,15 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
                        * (docs/performance.md). */
                       "PRAGMA wal_autocheckpoint = 4000;"
                       /* the WAL is cut back to 4 MiB after a checkpoint */
-                      "PRAGMA journal_size_limit = 4194304;",
+                      "PRAGMA journal_size_limit = 4194304;"
+                      /* The page cache: 512 KiB rather than SQLite's
+                       * 2 MiB. The database is written far more than it
+                       * is read (records at each step, reports once), and
+                       * what a write needs is the B-trees' upper pages;
+                       * the rest of the default stayed resident for
+                       * nothing (200 B per tracked container at 10,000;
+                       * docs/performance.md). */
+                      "PRAGMA cache_size = -512;",
                       NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
         result = open_fail_rc(st, rc, "settings");
