@@ -12,6 +12,7 @@
 
 #include <cmocka.h>
 
+#include "bounds.h"
 #include "events.h"
 
 #define ID  "d3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad769"
@@ -581,6 +582,49 @@ test_huge_event(void **state)
     free(big);
 }
 
+/* Labels few enough for the count limit but big: those no policy names
+ * share LIMIT_LABEL_BYTES (keys and values) and the rest are dropped and
+ * counted; the policy's label is kept past the limit. */
+static void
+test_label_bytes_bounded(void **state)
+{
+    struct sbuf b;
+    struct record rec;
+    struct events_parser *p;
+    char value[4001];
+    size_t i, per = strlen("label00") + sizeof(value) - 1;
+    size_t fit = LIMIT_LABEL_BYTES / per;
+
+    (void)state;
+    memset(value, 'v', sizeof(value) - 1);
+    value[sizeof(value) - 1] = '\0';
+    memset(&b, 0, sizeof b);
+    sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                  "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
+    for (i = 0; i < 40; i++)
+        sb_printf(&b, ",\"label%02zu\":\"%s\"", i, value);
+    sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
+    memset(&rec, 0, sizeof rec);
+    p = events_parser_new(NULL, record_cb, &rec);
+    assert_non_null(p);
+    events_parser_set_labels(p, wants_managed, NULL);
+    assert_int_equal(events_parser_feed(p, b.p, b.len), 0);
+    assert_int_equal(events_parser_count(p), 1);
+    assert_true(fit < 40);
+    /* The labels that fit, exitCode and the policy's label. */
+    assert_int_equal(rec.seen[0].nattrs, fit + 2);
+    assert_non_null(strstr(rec.log.p, " [reapd.managed=true]"));
+    {
+        char want[32];
+
+        snprintf(want, sizeof(want), "dropped=%zu\n", 40 - fit);
+        assert_non_null(strstr(rec.log.p, want));
+    }
+    events_parser_free(p);
+    free(rec.log.p);
+    free(b.p);
+}
+
 /* "été" with the escapes cut at every possible place. */
 static void
 test_split_escapes(void **state)
@@ -898,6 +942,7 @@ main(void)
         cmocka_unit_test(test_attributes_limit),
         cmocka_unit_test(test_huge_event),
         cmocka_unit_test(test_time_guard),
+        cmocka_unit_test(test_label_bytes_bounded),
         cmocka_unit_test(test_split_escapes),
         cmocka_unit_test(test_broken_utf8_in_long_value),
         cmocka_unit_test(test_time_fallback),
