@@ -120,11 +120,29 @@ check_mismatch(struct lc *c)
         c->anomalies |= LC_AN_EXIT_CODE_MISMATCH;
 }
 
-/* containerd's TaskExit outranks every other source. */
+/* The first code other than 255 that inspect (`inspect`, -1: none) or
+ * the die event gave; -1 if none did. */
+static int
+known_not_255(const struct lc *c, int inspect)
+{
+    if (inspect >= 0 && inspect != 255)
+        return inspect;
+    if (c->die_has_code && c->die_code != 255)
+        return c->die_code;
+    return -1;
+}
+
+/* containerd's TaskExit outranks every other source, but for its 255
+ * when inspect or the die event says another code: containerd records
+ * 255 for a task whose shim it lost (killed, or containerd restarted),
+ * when the engine may still have had the true code (26 and later say it
+ * in the die event). `other`: known_not_255's answer. */
 static bool
-settle_from_containerd(struct lc *c)
+settle_from_containerd(struct lc *c, int other)
 {
     if (!c->task_exit_seen)
+        return false;
+    if (c->task_exit_code == 255 && other >= 0)
         return false;
     c->exit_known = true;
     c->exit_code = c->task_exit_code;
@@ -258,7 +276,7 @@ settle_from_event(struct lc *c)
 {
     if (c->exit_known)
         return;
-    if (settle_from_containerd(c))
+    if (settle_from_containerd(c, known_not_255(c, -1)))
         return;
     if (c->die_has_code) {
         c->exit_known = true;
@@ -276,7 +294,7 @@ settle_from_inspect(struct lc *c, const struct lc_inspect *in)
     if (!in->has_exit_code || !in->finished)
         return;
     c->oom_killed = in->oom_killed;
-    if (settle_from_containerd(c))
+    if (settle_from_containerd(c, known_not_255(c, in->exit_code)))
         return;
     /* A source higher in the order (containerd) is never overwritten. */
     if (!c->exit_known || c->source == LC_SRC_EVENT) {
@@ -728,11 +746,15 @@ on_task_exit(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     c->task_exit_seen = true;
     c->task_exit_code = o->exit_code;
     /* Arriving after the exit was settled (by inspect, the die event, or
-     * as unknown): containerd outranks them all. In KEPT or ABANDONED it
+     * as unknown): containerd outranks them all (its 255 only the
+     * unknown and other 255s). In KEPT or ABANDONED it
      * belongs to the next run and waits for its die. */
     if (in_cleanup(c->state) &&
         (c->exit_known || (c->anomalies & LC_AN_EXIT_UNKNOWN)))
-        settle_from_containerd(c);
+        settle_from_containerd(
+            c, known_not_255(c, c->exit_known && c->source != LC_SRC_CONTAINERD
+                                    ? c->exit_code
+                                    : -1));
     res->reason = "containerd TaskExit";
 }
 

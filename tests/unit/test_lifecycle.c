@@ -467,7 +467,8 @@ static long known_bug_hits;
 static long known_gap_hits;
 
 /* containerd's TaskExit outranks every other source: whenever the record
- * holds one for the exit it settles, the code is that one. `held` and
+ * holds one for the exit it settles, the code is that one (but for a 255
+ * when inspect or the die event said another code). `held` and
  * `code` are what the record held for this exit during the step. */
 static void
 check_containerd_outranks(const struct lc *a, bool reported, bool held,
@@ -483,6 +484,15 @@ check_containerd_outranks(const struct lc *a, bool reported, bool held,
         return;
     }
     CHECK(a->exit_known);
+    /* Its 255 (a shim containerd lost) ranks below another code that
+     * inspect or the die event gave. */
+    if (code == 255 && a->source != LC_SRC_CONTAINERD) {
+        CHECK(a->exit_code != 255);
+        CHECK(a->source == LC_SRC_INSPECT ||
+              (a->source == LC_SRC_EVENT && a->die_has_code &&
+               a->die_code == a->exit_code));
+        return;
+    }
     CHECK(a->source == LC_SRC_CONTAINERD);
     CHECK(a->exit_code == code);
 }
@@ -4363,6 +4373,56 @@ to_task_phase(struct sc *s)
     assert_int_equal(s->reports, 0);
 }
 
+/* The run's own TaskExit was never seen (reapd killed, containerd
+ * restarted), only containerd's 255 for the shim it lost: the engine's
+ * code, when it is not 255, is the truth (26 and later say it in the die
+ * event; inspect on every engine). Found by the chaos soak on 26.1: 255
+ * reported with the die's true code beside it. A genuine 255 stays. */
+static void
+test_containerd_lost_shim_255_ranks_below_engine(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    /* 26 and later: die and inspect true. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(255), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(147), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 147), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.exit_code, 147);
+    assert_int_equal(s.c.source, LC_SRC_INSPECT);
+    assert_int_equal(s.c.anomalies, 0);
+
+    /* 20.10: the die's bogus 255, inspect true. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(255), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_task_exit(255), LC_SETTLING, NOACT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.exit_code, 7);
+    assert_int_equal(s.c.source, LC_SRC_INSPECT);
+    assert_int_equal(s.c.anomalies, LC_AN_EXIT_CODE_MISMATCH);
+
+    /* The 255 after the exit was settled from inspect changes nothing. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(9), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 9), LC_QUEUED, ACT_WANT_SLOT);
+    STEP(&s, ob_task_exit(255), LC_QUEUED, NOACT);
+    assert_int_equal(s.c.exit_code, 9);
+    assert_int_equal(s.c.source, LC_SRC_INSPECT);
+
+    /* Everyone says 255: containerd's. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(255), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(255), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.exit_code, 255);
+    assert_int_equal(s.c.source, LC_SRC_CONTAINERD);
+}
+
 /*
  * dockerd (and its containerd) crash in the middle of the engine's own slow
  * task deletion: the restarted containerd cleans up after the shim it lost
@@ -5800,6 +5860,7 @@ main(void)
         cmocka_unit_test(test_give_up_with_delete_in_flight),
         cmocka_unit_test(test_relist_found_exited),
         cmocka_unit_test(test_containerd_second_task_exit_255),
+        cmocka_unit_test(test_containerd_lost_shim_255_ranks_below_engine),
         cmocka_unit_test(test_containerd_task_gone_by_itself_after_timeout),
         cmocka_unit_test(test_relist_found_exited_after_outage),
         cmocka_unit_test(test_inspect_finished_during_outage),
