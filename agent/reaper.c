@@ -1434,6 +1434,29 @@ on_report_again(evutil_socket_t fd, short what, void *arg)
 
 /* ---- carrying out actions ---------------------------------------------- */
 
+static void persist(struct rec *c);
+
+/* Writes c's record as it stands and flushes every pending change; false
+ * (logged once by store_result) when the state cannot be written. */
+static bool
+durable_before_delete(struct rec *c)
+{
+    struct reaper *r = c->r;
+    int rc;
+
+    if (r->store == NULL)
+        return true;
+    persist(c);
+    rc = store_flush(r->store);
+    store_result(r, rc, "saving container records");
+    if (rc < 0) {
+        r->st.deletes_held++;
+        log_debug(c->id, "DELETE held: its record cannot be written yet");
+        return false;
+    }
+    return true;
+}
+
 static void task_list(struct reaper *r);
 
 /* Returns false when the record was freed. */
@@ -1463,9 +1486,17 @@ apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_DELETE:
+            /* The container is the exit's record until reapd's own is on
+             * disk: removed first, a kill -9 while the state cannot be
+             * written (disk full) would leave nothing that says it
+             * exited. So its record, saying it is being removed, is
+             * written (and every change before it) first; while that
+             * fails, the DELETE waits. */
+            c->delete_req = NULL;
+            if (durable_before_delete(c))
+                c->delete_req = docker_delete(r->d, c->id, c->force,
+                                              c->volumes, on_delete, c);
             c->delete_t0 = loop_now_ms();
-            c->delete_req =
-                docker_delete(r->d, c->id, c->force, c->volumes, on_delete, c);
             if (c->delete_req == NULL) {
                 c->lc.delete_inflight = false;
                 arm(c, &c->step, on_step, 1000);

@@ -97,6 +97,9 @@ struct reaper_stats {
     uint64_t deletes_failed;
     uint64_t deletes_conflict;
     uint64_t deletes_gone;
+    /* DELETEs put off because the container's record could not be
+     * written first (the state's disk full). */
+    uint64_t deletes_held;
     uint64_t exit_code_mismatches;
     uint64_t cleanup_slow;
     uint64_t gave_up;

@@ -876,6 +876,10 @@ serve_metrics(struct status *s, struct evhttp_request *req)
            "Containers gone before their labels could be kept (out of "
            "memory): no policy was decided for them.",
            st.undecidable);
+    metric(b, "reapd_deletes_held_total", "counter",
+           "DELETEs put off because the container's record could not be "
+           "written first (the state's disk full).",
+           st.deletes_held);
     metric(b, "reapd_relists_total", "counter",
            "Full relists of the engine's containers.", st.relists);
     /* Only once the engine has answered: a made-up "unknown" series

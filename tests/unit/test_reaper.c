@@ -1008,6 +1008,49 @@ t_unsaved_report_covers_replayed_die(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* While the state cannot be written (the database full: its size cap at
+ * what it holds), an exit is not removed: the container is the exit's
+ * only record, and a kill -9 then would leave nothing that says it
+ * exited. Once the state takes writes, the DELETE goes and the report
+ * is made. */
+static void
+t_no_delete_before_record_durable(void **state)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    struct reaper_stats rs;
+    char err[256], labels[8192];
+
+    (void)state;
+    /* A record bigger than a page: it needs pages the cap refuses. */
+    snprintf(labels, sizeof(labels),
+             "{\"reapd.managed\":\"true\",\"big\":\"%06000d\"}", 7);
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
+    fake_engine_add(h->fe, A, "held", labels, NULL, 1);
+    run_for(h, 100);
+    fake_engine_exit(h->fe, A, 5, 5);
+    run_for(h, 1500);
+    assert_true(fake_engine_has(h->fe, A));
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 0);
+    assert_false(has_report(h, A));
+    reaper_stats(h->r, &rs);
+    assert_true(rs.deletes_held > 0);
+
+    /* Room again. */
+    assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
+    run_until(h, has_report, A, 5000);
+    assert_int_equal(int_of(report_for(h, A), "exit_code"), 5);
+    assert_true(is_true(report_for(h, A), "removed"));
+    assert_false(fake_engine_has(h->fe, A));
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 1);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* reports.jsonl is the journal of reports: a line the store lost (a
  * power loss undid its commit, which skipped the fsync) is stored again at
  * startup, to be delivered; lines the store has are left alone; a
@@ -1102,6 +1145,7 @@ main(void)
         cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
+        cmocka_unit_test(t_no_delete_before_record_durable),
         cmocka_unit_test(t_engine_exit_code_mismatch),
         cmocka_unit_test(t_genuine_255),
         cmocka_unit_test(t_delete_500_retried),

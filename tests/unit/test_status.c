@@ -561,7 +561,8 @@ t_metrics(void **state)
      * build info, 2 reload results, connections, 2 rejection reasons,
      * 2 eviction states, timed-out requests, accept errors; 2 stream
      * reconnect counters; rejected events, 2 truncation kinds,
-     * undecidable containers; the engine's identity; each histogram
+     * undecidable containers; held DELETEs; the engine's identity; each
+     * histogram
      * series: its buckets, +Inf, _sum and _count. */
     {
         size_t nc, ne, nl;
@@ -569,7 +570,7 @@ t_metrics(void **state)
         reaper_cleanup_bounds(&nc);
         reaper_call_bounds(&ne);
         reaper_latency_bounds(&nl);
-        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 1 +
+        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 2 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
                                       (int)(nl + 3));
