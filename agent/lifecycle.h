@@ -198,7 +198,7 @@ struct lc {
     bool task_trouble;
     unsigned task_failures;
     unsigned task_gone_polls; /* Tasks.Get 404s without /tasks/delete */
-    int task_deleted; /* report: 1, 0, or -1 (null: no containerd) */
+    int task_deleted;         /* report: 1, 0, or -1 (null: no containerd) */
 };
 
 enum lc_act_kind {

@@ -39,11 +39,11 @@
 #define OUTAGE_KEY   "docker.outage_since_ms"
 #define OUTAGE_SPANS 8
 /* Bytes of reports.jsonl whose reports the store holds (see report.h). */
-#define JOURNAL_KEY   "reports.jsonl.end"
+#define JOURNAL_KEY "reports.jsonl.end"
 /* Pending record changes written at once rather than at the loop turn's
  * end (schedule_flush). */
 #define FLUSH_SLICE_ROWS 256
-#define MAX_TOMBSTONE 4096
+#define MAX_TOMBSTONE    4096
 
 enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
 
@@ -1073,8 +1073,8 @@ persist(struct rec *c)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)
         c->exited_wall_ms = 0;
-    running = c->lc.state == LC_RUNNING && !c->lc.exited &&
-              !c->lc.task_exit_seen;
+    running =
+        c->lc.state == LC_RUNNING && !c->lc.exited && !c->lc.task_exit_seen;
     if (running && !c->lc.ran) {
         /* Created, never started: if it goes unseen, nothing ran. */
         if (c->persisted) {
@@ -1156,8 +1156,8 @@ load_records(struct reaper *r)
         c->exited_wall_ms = m->exited_wall_ms;
         c->lc = *record_lc(rec);
         c->persisted = true;
-        c->persisted_running = c->lc.state == LC_RUNNING &&
-                               !c->lc.exited && !c->lc.task_exit_seen;
+        c->persisted_running = c->lc.state == LC_RUNNING && !c->lc.exited &&
+                               !c->lc.task_exit_seen;
         c->resume_pending = true;
         c->loaded = true;
         record_free(rec);

@@ -656,9 +656,9 @@ hex_member(const struct json_node *root, const char *key, size_t len,
 }
 
 static const struct json_limits line_limits = {.max_bytes = REPORT_LINE_MAX,
-                                              .max_depth = 8,
-                                              .max_items = READ_ITEMS,
-                                              .max_string = READ_STRING};
+                                               .max_depth = 8,
+                                               .max_items = READ_ITEMS,
+                                               .max_string = READ_STRING};
 
 int
 report_line_ids(const char *line, size_t len, char id[33], char cid[65])

@@ -73,9 +73,9 @@ struct faults {
     unsigned long del500, del409; /* answers still to inject */
     long delay_ms[K_NKINDS];
     char delay_only[65]; /* delays only for this container id (prefix) */
-    unsigned long cut; /* events still to cut */
-    char cut_on[32];   /* only events with this Action; "" = any */
-    bool down_close;   /* down: accept and close instead of refusing */
+    unsigned long cut;   /* events still to cut */
+    char cut_on[32];     /* only events with this Action; "" = any */
+    bool down_close;     /* down: accept and close instead of refusing */
 };
 
 struct counters {

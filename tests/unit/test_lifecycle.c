@@ -3170,22 +3170,21 @@ walk_realistic(unsigned mode, uint64_t seed, long total)
                   mode_name(mode), total, w.reports, w.removed_reports,
                   w.kept_reports, w.gaveup_reports, w.forgets);
     if (mode != M_OFF)
-        print_message("  containerd: %ld task_deleted, %ld exit codes, "
-                      "%ld leaks found, %ld reaped, %ld left; Tasks.Get "
-                      "%ld (%ld failed, %ld running without container), "
-                      "Tasks.Delete %ld (%ld failed), Containers.Delete "
-                      "%ld (%ld failed), %ld list feeds (%ld asked); %ld reports "
-                      "mixing "
-                      "runs; leaks left by keep %ld, give-up %ld, unseen "
-                      "runs %ld; known bug hits %ld\n",
-                      w.task_deleted_reports, w.containerd_reports,
-                      w.leaks_reported, w.leaks_reaped, w.leaks_left,
-                      w.task_gets, w.task_get_failures, w.running_without_ctr,
-                      w.task_deletes, w.task_delete_failures, w.ctr_deletes,
-                      w.ctr_delete_failures, w.list_feeds, w.task_lists,
-                      w.mixed_reports,
-                      w.left_kept, w.left_gave_up, w.left_unseen,
-                      known_bug_hits);
+        print_message(
+            "  containerd: %ld task_deleted, %ld exit codes, "
+            "%ld leaks found, %ld reaped, %ld left; Tasks.Get "
+            "%ld (%ld failed, %ld running without container), "
+            "Tasks.Delete %ld (%ld failed), Containers.Delete "
+            "%ld (%ld failed), %ld list feeds (%ld asked); %ld reports "
+            "mixing "
+            "runs; leaks left by keep %ld, give-up %ld, unseen "
+            "runs %ld; known bug hits %ld\n",
+            w.task_deleted_reports, w.containerd_reports, w.leaks_reported,
+            w.leaks_reaped, w.leaks_left, w.task_gets, w.task_get_failures,
+            w.running_without_ctr, w.task_deletes, w.task_delete_failures,
+            w.ctr_deletes, w.ctr_delete_failures, w.list_feeds, w.task_lists,
+            w.mixed_reports, w.left_kept, w.left_gave_up, w.left_unseen,
+            known_bug_hits);
     /* The walk must have gone everywhere for its silence to mean much. */
     for (i = 0; i < LC_NSTATES; i++) {
         bool want = reachable((enum lc_state)i, mode);
@@ -4745,11 +4744,10 @@ test_containerd_lost_task_delete_event_lists_tasks(void **state)
     }
     /* The list does not hold the task. */
     STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_DONE, TASK_DONE_WITH_SLOT);
-    REPORT(&s, .exit_known = true, .exit_code = 3,
-           .source = LC_SRC_CONTAINERD, .die_has_code = true, .die_code = 3,
-           .anomalies = 0, .removed = true, .removed_by_us = true,
-           .delete_attempts = 1, .cleanup_ms = 0, .channel = true,
-           .task_deleted = 1);
+    REPORT(&s, .exit_known = true, .exit_code = 3, .source = LC_SRC_CONTAINERD,
+           .die_has_code = true, .die_code = 3, .anomalies = 0,
+           .removed = true, .removed_by_us = true, .delete_attempts = 1,
+           .cleanup_ms = 0, .channel = true, .task_deleted = 1);
     assert_int_equal(s.reports, 1);
 }
 

@@ -833,8 +833,7 @@ t_running_container_survives_kill(void **state)
     rep = report_for(h, A);
     assert_int_equal(json_get(rep, "exit_code")->type, JSON_NULL);
     assert_true(has_anomaly(rep, "exit_code_unknown"));
-    assert_string_equal(json_string(json_get(rep, "name")),
-                        "rm-me");
+    assert_string_equal(json_string(json_get(rep, "name")), "rm-me");
     assert_false(has_report(h, B));
     assert_int_equal(h->nreports, 1);
     assert_false(has_record(st, A));

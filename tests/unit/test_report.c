@@ -952,8 +952,7 @@ disk_full_child(const struct tmp *t)
 
     /* Root has its own mount namespace to take; any other user a user
      * namespace (where the kernel allows it), in which it may mount. */
-    if (unshare(CLONE_NEWNS) != 0 &&
-        unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
+    if (unshare(CLONE_NEWNS) != 0 && unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0)
         return 77;
     if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
         mount("tmpfs", t->dir, "tmpfs", 0, "size=64k,mode=0700") != 0)
