@@ -687,74 +687,6 @@ t_give_up(void **state)
     h_free(h);
 }
 
-/* A die the engine replays after a restart of reapd, for an exit the
- * previous run reported already (from FinishedAt) before the checkpoint
- * moved past it: the container is gone, so only the die's time is left
- * and its report id would differ. Not reported a second time; a die
- * after the last report is. (Found by the chaos soak: one exit, two
- * report ids.) */
-static void
-t_replayed_die_already_reported(void **state)
-{
-    struct h *h = h_new("");
-    struct store *st = NULL;
-    char err[256], line[1024];
-    int64_t now_ms = report_now_ms();
-    static const char *const files[] = {"reapd.db", "reapd.db-wal",
-                                        "reapd.db-shm"};
-    size_t i;
-
-    (void)state;
-    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-    assert_int_equal(store_add_report(st, "0123456789abcdef0123456789abcdef",
-                                      A, "{}", 2, now_ms),
-                     STORE_OK);
-    assert_int_equal(store_flush(st), STORE_OK);
-    reaper_set_store(h->r, st);
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
-    /* A's die from before its report, and B's (never reported). */
-    for (i = 0; i < 2; i++) {
-        long long nano = (now_ms - 5000) * 1000000LL;
-
-        snprintf(line, sizeof(line),
-                 "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
-                 "\"ID\":\"%s\",\"Attributes\":{\"exitCode\":\"3\","
-                 "\"image\":\"img:1\",\"name\":\"n%zu\","
-                 "\"reapd.managed\":\"true\"}},\"time\":%lld,"
-                 "\"timeNano\":%lld}\n",
-                 i == 0 ? A : B, i, nano / 1000000000, nano);
-        fake_engine_stream_raw(h->fe, line);
-    }
-    run_until(h, has_report, B, 5000);
-    run_for(h, 300);
-    assert_false(has_report(h, A));
-    assert_int_equal(h->nreports, 1);
-    reaper_free(h->r);
-    h->r = NULL;
-    assert_int_equal(store_close(st), STORE_OK);
-    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(line, sizeof(line), "%s/%s", h->dir, files[i]);
-        unlink(line);
-    }
-    h_free(h);
-}
-
-static int
-has_record(struct store *st, const char *id)
-{
-    struct store_containers all = {0};
-    size_t i;
-    int found = 0;
-
-    assert_int_equal(store_get_containers(st, &all), 0);
-    for (i = 0; i < all.n; i++)
-        if (strcmp(all.v[i].id, id) == 0)
-            found = 1;
-    store_containers_free(&all);
-    return found;
-}
-
 /* reapd killed: its docker client and reaper gone, the store kept. */
 static void
 h_stop(struct h *h)
@@ -795,6 +727,81 @@ h_drop_store(struct h *h, struct store *st)
     }
 }
 
+/* reapd started on a state database in h->dir: the store, opened; the
+ * caller closes it (h_drop_store). */
+static struct store *
+h_store_start(struct h *h)
+{
+    struct store *st = NULL;
+    char err[256];
+
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    return st;
+}
+
+/* A die the engine replays after a restart of reapd, for an exit the
+ * previous run reported already (from FinishedAt) before the checkpoint
+ * moved past it: the container is gone, so only the die's time is left
+ * and its report id would differ. Not reported a second time; a die
+ * after the last report is. (Found by the chaos soak: one exit, two
+ * report ids.) */
+static void
+t_replayed_die_already_reported(void **state)
+{
+    struct h *h = h_new("");
+    struct store *st = NULL;
+    char err[256], line[1024];
+    int64_t now_ms = report_now_ms();
+    size_t i;
+
+    (void)state;
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    assert_int_equal(store_add_report(st, "0123456789abcdef0123456789abcdef",
+                                      A, "{}", 2, now_ms),
+                     STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    run_until(h, is_ready, NULL, 3000);
+    /* A's die from before its report, and B's (never reported). */
+    for (i = 0; i < 2; i++) {
+        long long nano = (now_ms - 5000) * 1000000LL;
+
+        snprintf(line, sizeof(line),
+                 "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                 "\"ID\":\"%s\",\"Attributes\":{\"exitCode\":\"3\","
+                 "\"image\":\"img:1\",\"name\":\"n%zu\","
+                 "\"reapd.managed\":\"true\"}},\"time\":%lld,"
+                 "\"timeNano\":%lld}\n",
+                 i == 0 ? A : B, i, nano / 1000000000, nano);
+        fake_engine_stream_raw(h->fe, line);
+    }
+    run_until(h, has_report, B, 5000);
+    run_for(h, 300);
+    assert_false(has_report(h, A));
+    assert_int_equal(h->nreports, 1);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
+static int
+has_record(struct store *st, const char *id)
+{
+    struct store_containers all = {0};
+    size_t i;
+    int found = 0;
+
+    assert_int_equal(store_get_containers(st, &all), 0);
+    for (i = 0; i < all.n; i++)
+        if (strcmp(all.v[i].id, id) == 0)
+            found = 1;
+    store_containers_free(&all);
+    return found;
+}
+
 /* A managed container seen running is remembered across a kill: if it
  * exits and is removed (`docker run --rm`) while reapd is down and the
  * engine's events are lost with it (an engine restart), the next run
@@ -805,16 +812,12 @@ static void
 t_running_container_survives_kill(void **state)
 {
     struct h *h = h_new("");
-    struct store *st = NULL;
-    char err[256];
+    struct store *st;
     const struct json_node *rep;
 
     (void)state;
-    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
     fake_engine_add(h->fe, B, "never-started", MANAGED, "created", 0);
-    reaper_set_store(h->r, st);
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
+    st = h_store_start(h);
     fake_engine_add(h->fe, A, "rm-me", MANAGED, NULL, 1);
     run_for(h, 200);
     assert_true(has_record(st, A));
@@ -851,15 +854,10 @@ static void
 t_loaded_record_of_reported_removal(void **state)
 {
     struct h *h = h_new("");
-    struct store *st = NULL;
-    char err[256];
+    struct store *st = h_store_start(h);
     const struct json_node *rep;
 
     (void)state;
-    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-    reaper_set_store(h->r, st);
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
     fake_engine_add(h->fe, A, "reported", MANAGED, NULL, 1);
     fake_engine_add(h->fe, B, "kept-once", MANAGED, NULL, 1);
     run_for(h, 200);
@@ -1016,18 +1014,15 @@ static void
 t_no_delete_before_record_durable(void **state)
 {
     struct h *h = h_new("");
-    struct store *st = NULL;
+    struct store *st;
     struct reaper_stats rs;
-    char err[256], labels[8192];
+    char labels[8192];
 
     (void)state;
     /* A record bigger than a page: it needs pages the cap refuses. */
     snprintf(labels, sizeof(labels),
              "{\"reapd.managed\":\"true\",\"big\":\"%06000d\"}", 7);
-    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-    reaper_set_store(h->r, st);
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
+    st = h_store_start(h);
     assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
     fake_engine_add(h->fe, A, "held", labels, NULL, 1);
     run_for(h, 100);
@@ -1117,20 +1112,7 @@ t_journal_recovery(void **state)
     assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
                      STORE_OK);
     assert_int_equal(mark, report_log_end(h->rl));
-    reaper_free(h->r);
-    h->r = NULL;
-    assert_int_equal(store_close(st), STORE_OK);
-    {
-        static const char *const files[] = {"reapd.db", "reapd.db-wal",
-                                            "reapd.db-shm"};
-        char path[128];
-        size_t i;
-
-        for (i = 0; i < 3; i++) {
-            snprintf(path, sizeof(path), "%s/%s", h->dir, files[i]);
-            unlink(path);
-        }
-    }
+    h_drop_store(h, st);
     h_free(h);
 }
 
