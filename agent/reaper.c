@@ -93,6 +93,7 @@ struct rec {
     uint64_t born_relist;   /* relist generation when created */
     bool persisted;         /* a record of it is in the store */
     bool persisted_running; /* ... and it says only "running" */
+    bool persist_done;      /* written by this step already (a DELETE's) */
     bool resume_pending;    /* loaded from the store, not yet resumed */
     bool loaded;            /* loaded from the store (an earlier run's) */
     int64_t exited_wall_ms; /* wall clock when its exit was seen */
@@ -1069,6 +1070,11 @@ persist(struct rec *c)
 
     if (r->store == NULL)
         return;
+    if (c->persist_done) {
+        /* The step's DELETE wrote it (durable_before_delete). */
+        c->persist_done = false;
+        return;
+    }
     if (c->lc.exited && c->exited_wall_ms == 0)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)
@@ -1449,6 +1455,8 @@ durable_before_delete(struct rec *c)
     persist(c);
     rc = store_flush(r->store);
     store_result(r, rc, "saving container records");
+    /* The step's own persist, after its actions, would write the same. */
+    c->persist_done = true;
     if (rc < 0) {
         r->st.deletes_held++;
         log_debug(c->id, "DELETE held: its record cannot be written yet");
