@@ -1,8 +1,8 @@
 /*
  * fuzz_journal — the reports journal as reapd reads it back at startup
  * (agent/report.h): reports.jsonl, written from the input into a private
- * directory, replayed with report_log_replay; and report_line_ids on the
- * input and on every line replayed.
+ * directory, replayed with report_log_replay; and report_line_ids and
+ * report_line_removed on the input and on every line replayed.
  *
  * Input: byte 0 holds flags (bit 0: replay from an offset, the next byte
  * choosing it, possibly past the end; bit 1: a run of 'x' is inserted, so
@@ -20,6 +20,7 @@
  * the end is refused. report_line_ids gives 32 and 64 lowercase hex
  * digits when it says 0.
  */
+#define _GNU_SOURCE /* memmem */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,12 +45,19 @@ static void
 check_ids(const char *line, size_t len)
 {
     char id[33], cid[65];
+    int removed = report_line_removed(line, len);
 
+    FUZZ_CHECK(removed >= -1 && removed <= 1);
+    /* Only a line that names the member can say it. */
+    if (removed == 1)
+        FUZZ_CHECK(memmem(line, len, "removed", 7) != NULL);
     memset(id, 'x', sizeof(id));
     memset(cid, 'x', sizeof(cid));
     if (report_line_ids(line, len, id, cid) == 0) {
         FUZZ_CHECK(fuzz_is_hex(id, 32));
         FUZZ_CHECK(fuzz_is_hex(cid, 64));
+        /* A report is an object: whether it says removed is known. */
+        FUZZ_CHECK(removed != -1);
     }
 }
 
