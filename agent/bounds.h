@@ -16,6 +16,11 @@
 
 #include <stddef.h>
 
+/* A container id: 64 hex digits (the engine's; one that is not is
+ * refused where it enters). CTR_ID_SIZE holds it and its NUL. */
+#define CTR_ID_LEN  64
+#define CTR_ID_SIZE (CTR_ID_LEN + 1)
+
 /* A container's name and image: longer ones are truncated (and a policy
  * glob on a truncated value does not match). The engine's own references
  * are at most 255 + 128 bytes; names have no limit there. */

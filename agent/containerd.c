@@ -847,7 +847,6 @@ drop_reader(struct ctrd *c)
 static void
 watch_retry(struct ctrd *c, const char *why)
 {
-    struct timeval tv;
     uint64_t ms;
 
     drop_reader(c);
@@ -859,9 +858,7 @@ watch_retry(struct ctrd *c, const char *why)
         backoff_delay_ms(c->wfailures, WATCH_BASE_MS,
                          (uint64_t)c->reconnect_max_ms, backoff_rand(&c->rnd));
     c->phase = W_WAITING;
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    evtimer_add(c->wtimer, &tv);
+    loop_timer_ms(c->wtimer, ms);
     if (c->cbs.on_lost != NULL)
         c->cbs.on_lost(why, ms, c->cbs_arg);
 }

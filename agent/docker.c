@@ -926,7 +926,6 @@ static void watch_connect(struct docker *d);
 static void
 watch_retry(struct docker *d, const char *why)
 {
-    struct timeval tv;
     uint64_t ms;
 
     if (d->parser != NULL) {
@@ -940,9 +939,7 @@ watch_retry(struct docker *d, const char *why)
                          (uint64_t)d->reconnect_max_ms, backoff_rand(&d->rnd));
     d->phase = W_WAITING;
     snprintf(d->lost_why, sizeof(d->lost_why), "%s", why);
-    tv.tv_sec = (time_t)(ms / 1000);
-    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
-    evtimer_add(d->wtimer, &tv);
+    loop_timer_ms(d->wtimer, ms);
     if (d->cbs.on_lost != NULL)
         d->cbs.on_lost(why, ms, d->cbs_arg);
 }

@@ -117,6 +117,16 @@ loop_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+void
+loop_timer_ms(struct event *ev, uint64_t ms)
+{
+    struct timeval tv;
+
+    tv.tv_sec = (time_t)(ms / 1000);
+    tv.tv_usec = (suseconds_t)((ms % 1000) * 1000);
+    evtimer_add(ev, &tv);
+}
+
 static void
 socket_action(struct loop *l, curl_socket_t fd, int flags)
 {

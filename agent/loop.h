@@ -30,6 +30,11 @@ struct event_base *loop_base(struct loop *l);
 uint64_t loop_now_ms(void);
 uint64_t loop_now_ns(void);
 
+/* (Re)arms the timer `ev` to fire `ms` milliseconds from now: every wait
+ * in reapd is given in milliseconds, as Redis's ae does. */
+struct event;
+void loop_timer_ms(struct event *ev, uint64_t ms);
+
 enum http_error {
     HTTPC_OK = 0,        /* a response arrived (any status) */
     HTTPC_ERR_CONNECT,   /* could not connect (engine down, no socket) */

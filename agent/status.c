@@ -229,13 +229,9 @@ has_input(const struct conn *c)
 static void
 begin_phase(struct conn *c, enum phase ph)
 {
-    struct timeval tv;
-
     c->phase = ph;
     c->since_ms = loop_now_ms();
-    tv.tv_sec = c->s->deadline_ms / 1000;
-    tv.tv_usec = (long)(c->s->deadline_ms % 1000) * 1000;
-    evtimer_add(c->deadline, &tv);
+    loop_timer_ms(c->deadline, c->s->deadline_ms);
 }
 
 /* Frees a conn that evhttp no longer has (or never got to). */
@@ -352,7 +348,6 @@ byfd_put(struct status *s, struct conn *c)
 static void
 resolve_one(struct status *s, struct conn *c)
 {
-    struct timeval tv;
     uint64_t age, now = loop_now_ms();
     void *arg = NULL;
     char who[128];
@@ -398,9 +393,7 @@ resolve_one(struct status *s, struct conn *c)
     age = now - c->since_ms;
     c->phase = PH_REQUEST;
     age = age < s->deadline_ms ? s->deadline_ms - age : 0;
-    tv.tv_sec = (time_t)(age / 1000);
-    tv.tv_usec = (long)(age % 1000) * 1000;
-    evtimer_add(c->deadline, &tv);
+    loop_timer_ms(c->deadline, age);
 }
 
 static void
@@ -505,7 +498,6 @@ on_accept_error(struct evconnlistener *lev, void *arg)
 {
     int err = errno;
     struct status *s;
-    struct timeval tv;
 
     (void)arg;
     for (s = all_status; s != NULL && s->lev != lev; s = s->next_status)
@@ -514,9 +506,7 @@ on_accept_error(struct evconnlistener *lev, void *arg)
         return;
     s->accept_errors++;
     evconnlistener_disable(lev);
-    tv.tv_sec = s->pause_ms / 1000;
-    tv.tv_usec = (long)(s->pause_ms % 1000) * 1000;
-    evtimer_add(s->resume_ev, &tv);
+    loop_timer_ms(s->resume_ev, s->pause_ms);
     ratelog(&s->log_accept, LOG_WARN,
             "status: cannot accept a connection: %s; not accepting for "
             "%u ms",

@@ -673,7 +673,6 @@ retry_later(struct cq *q, const char *retry_after, const char *err)
     struct upstream *u = q->u;
     struct item *it = q->head;
     struct upstream_outcome o;
-    struct timeval tv;
     uint64_t d, ra;
 
     d = backoff_delay_ms(it->attempts, u->conf->base_ms, u->conf->cap_ms,
@@ -688,12 +687,10 @@ retry_later(struct cq *q, const char *retry_after, const char *err)
     q->st = CQ_WAITING;
     u->waiting++;
     u->retries++;
-    tv.tv_sec = (time_t)(d / 1000);
-    tv.tv_usec = (suseconds_t)((d % 1000) * 1000);
     /* libevent counts from the time it cached when this loop turn began,
      * which may be long past: a floor (Retry-After) holds from now. */
     event_base_update_cache_time(loop_base(u->l));
-    evtimer_add(q->timer, &tv);
+    loop_timer_ms(q->timer, d);
     if (!u->failing)
         log_warn(it->cid, "upstream: delivery to %s failing: %s",
                  u->conf->url_log, err);

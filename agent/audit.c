@@ -1,0 +1,379 @@
+/*
+ * audit — the reaper's containerd channel; see audit.h.
+ */
+#include "audit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "containerd.h"
+#include "docker.h"
+#include "log.h"
+#include "loop.h"
+#include "reaper_int.h"
+
+/* A containerd task whose engine container does not exist (found by the
+ * audit): the engine leaked it before reapd watched, or while it was
+ * down. */
+struct leak {
+    char id[CTR_ID_SIZE];
+    enum ctrd_task_status status;
+    uint32_t pid;
+    unsigned audits_seen; /* consecutive audits that listed it */
+    bool reaping;
+    bool task_deleted;
+    unsigned failures;
+    struct ctrd_req *req;
+    uint64_t req_t0; /* when `req` was sent */
+    struct reaper *r;
+    char last_error[128];
+    struct leak *next;
+};
+
+static void audit_schedule(struct reaper *r);
+
+/* A task list is either the reconcile after a (re)subscription or the
+ * periodic audit; both are the same walk. */
+static bool
+task_listed(const struct ctrd_task *ts, size_t n, const char *id)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (strcmp(ts[i].container_id, id) == 0 &&
+            (ts[i].id[0] == '\0' || strcmp(ts[i].id, id) == 0))
+            return true;
+    return false;
+}
+
+static struct leak *
+leak_find(struct reaper *r, const char *id)
+{
+    struct leak *lk;
+
+    for (lk = r->au.leaks; lk != NULL; lk = lk->next)
+        if (strcmp(lk->id, id) == 0)
+            return lk;
+    return NULL;
+}
+
+/* Cancelling first means no callback can find the freed entry. */
+static void
+leak_drop(struct reaper *r, struct leak *lk)
+{
+    struct leak **pp = &r->au.leaks;
+
+    while (*pp != NULL && *pp != lk)
+        pp = &(*pp)->next;
+    if (*pp == lk)
+        *pp = lk->next;
+    ctrd_cancel(lk->req);
+    r->au.nleaks--;
+    free(lk);
+}
+
+static void
+on_orphan_ctr_deleted(enum ctrd_status st, const char *msg, void *arg)
+{
+    struct leak *lk = arg;
+    struct reaper *r = lk->r;
+
+    lk->req = NULL;
+    reaper_call_done(r, REAPER_CALL_CONTAINER_DELETE, lk->req_t0);
+    if (st == CTRD_FAILED) {
+        lk->failures++;
+        snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
+        log_warn(lk->id, "orphan task: Containers.Delete: %s", msg);
+        lk->reaping = false; /* the next audit tries again */
+        return;
+    }
+    log_info(lk->id, "orphan task reaped: task and containerd container "
+                     "deleted");
+    r->au.orphans_reaped++;
+    leak_drop(r, lk);
+}
+
+static void
+on_orphan_task_deleted(enum ctrd_status st, uint32_t exit_status,
+                       const char *msg, void *arg)
+{
+    struct leak *lk = arg;
+
+    (void)exit_status;
+    lk->req = NULL;
+    reaper_call_done(lk->r, REAPER_CALL_TASK_DELETE, lk->req_t0);
+    if (st == CTRD_FAILED) {
+        lk->failures++;
+        snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
+        log_warn(lk->id, "orphan task: Tasks.Delete: %s", msg);
+        lk->reaping = false;
+        return;
+    }
+    lk->task_deleted = true;
+    lk->req_t0 = loop_now_ms();
+    lk->req =
+        ctrd_container_delete(lk->r->ctrd, lk->id, on_orphan_ctr_deleted, lk);
+    if (lk->req == NULL)
+        lk->reaping = false;
+}
+
+/* Reaps an orphan: only a STOPPED task, only one listed by two audits in a
+ * row (so a container the engine is still creating is never mistaken for
+ * one), only with containerd.reap_orphans. */
+static void
+leak_step(struct reaper *r, struct leak *lk)
+{
+    if (lk->reaping || !r->cfg->containerd_reap_orphans ||
+        lk->status != CTRD_TASK_STOPPED || lk->audits_seen < 2)
+        return;
+    lk->reaping = true;
+    log_warn(lk->id, "orphan containerd task (no engine container): "
+                     "reaping");
+    lk->req_t0 = loop_now_ms();
+    if (lk->task_deleted)
+        lk->req =
+            ctrd_container_delete(r->ctrd, lk->id, on_orphan_ctr_deleted, lk);
+    else
+        lk->req =
+            ctrd_task_delete(r->ctrd, lk->id, on_orphan_task_deleted, lk);
+    if (lk->req == NULL)
+        lk->reaping = false;
+}
+
+static void
+audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
+{
+    struct leak *lk, *next;
+    size_t i;
+
+    /* Only against a reconciled table: otherwise "not tracked" means
+     * "not listed yet", not "gone". */
+    if (!r->relisted)
+        return;
+    for (i = 0; i < n; i++) {
+        const struct ctrd_task *t = &ts[i];
+
+        if (t->id[0] != '\0' && strcmp(t->id, t->container_id) != 0)
+            continue; /* an exec, not an init process */
+        if (!docker_valid_id(t->container_id) ||
+            ctable_find(&r->tab, t->container_id) != NULL)
+            continue;
+        lk = leak_find(r, t->container_id);
+        if (lk == NULL) {
+            lk = calloc(1, sizeof(*lk));
+            if (lk == NULL)
+                continue;
+            memcpy(lk->id, t->container_id, CTR_ID_SIZE);
+            lk->r = r;
+            lk->next = r->au.leaks;
+            r->au.leaks = lk;
+            r->au.nleaks++;
+            log_warn(lk->id,
+                     "containerd task without an engine container "
+                     "(pid %u, status %d)",
+                     t->pid, (int)t->status);
+        }
+        lk->status = t->status;
+        lk->pid = t->pid;
+        lk->audits_seen++;
+    }
+    /* Leaks the list no longer holds were deleted by someone. */
+    for (lk = r->au.leaks; lk != NULL; lk = next) {
+        next = lk->next;
+        if (!lk->reaping && !task_listed(ts, n, lk->id))
+            leak_drop(r, lk);
+    }
+    for (lk = r->au.leaks; lk != NULL; lk = lk->next)
+        leak_step(r, lk);
+}
+
+/* The list of tasks being walked, for no_task_left. */
+struct task_listing {
+    const struct ctrd_task *ts;
+    size_t n;
+};
+
+/* Only exits being cleaned up: a kept container's next run must not
+ * inherit this list's verdict. */
+static bool
+no_task_left(const struct rec *c, const void *arg)
+{
+    const struct task_listing *tl = arg;
+
+    return c->kind == R_MANAGED && c->lc.exited && c->lc.state != LC_KEPT &&
+           c->lc.state != LC_ABANDONED && !c->lc.task_delete_seen &&
+           !task_listed(tl->ts, tl->n, c->id);
+}
+
+static void
+on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
+             const char *msg, void *arg)
+{
+    struct reaper *r = arg;
+    struct task_listing tl = {ts, n};
+    struct rec **notask;
+    size_t nnotask, i;
+
+    r->au.task_list_req = NULL;
+    reaper_call_done(r, REAPER_CALL_TASK_LIST, r->au.task_list_t0);
+    if (st != CTRD_OK) {
+        log_warn(NULL, "containerd Tasks.List: %s", msg);
+        r->au.audit_due = true;
+        audit_schedule(r);
+        return;
+    }
+    /* A task the list no longer holds was deleted, whether or not we saw
+     * its /tasks/delete (containerd does not replay events). */
+    notask = ctable_collect(&r->tab, no_task_left, &tl, &nnotask);
+    for (i = 0; notask != NULL && i < nnotask; i++)
+        reaper_feed_kind(notask[i], OBS_TASK_DELETE_EVENT);
+    free(notask);
+    audit_walk(r, ts, n);
+    audit_schedule(r);
+}
+
+void
+audit_task_list(struct reaper *r)
+{
+    if (r->au.task_list_req != NULL)
+        return;
+    r->au.task_list_t0 = loop_now_ms();
+    r->au.task_list_req = ctrd_task_list(r->ctrd, on_task_list, r);
+    r->au.audit_due = r->au.task_list_req == NULL;
+    if (r->au.task_list_req == NULL)
+        audit_schedule(r);
+}
+
+/* A task may have been left behind: audit within the interval. */
+void
+audit_activity(struct reaper *r)
+{
+    if (r->ctrd == NULL)
+        return;
+    r->au.audit_due = true;
+    audit_schedule(r);
+}
+
+static void
+on_audit_timer(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    audit_task_list(arg);
+}
+
+static void
+audit_schedule(struct reaper *r)
+{
+    int64_t ms = r->cfg->containerd_audit_interval_ms;
+
+    if (ms <= 0 || r->au.audit_timer == NULL ||
+        evtimer_pending(r->au.audit_timer, NULL))
+        return;
+    /* Leaks known are confirmed (two audits in a row) and reaped by
+     * audits; otherwise only activity makes a new one possible. */
+    if (!r->au.audit_due && r->au.nleaks == 0)
+        return;
+    loop_timer_ms(r->au.audit_timer, (uint64_t)ms);
+}
+
+static void
+on_ctrd_subscribed(void *arg)
+{
+    struct reaper *r = arg;
+
+    log_info(NULL, "containerd events: subscribed on %s; reconciling tasks",
+             ctrd_socket(r->ctrd));
+    audit_task_list(r);
+}
+
+static void
+on_ctrd_event(const struct ctrd_event *ev, void *arg)
+{
+    struct reaper *r = arg;
+    struct rec *c;
+    struct lc_obs o;
+
+    if (!docker_valid_id(ev->container_id))
+        return;
+    if (ev->kind == CTRD_EV_TASK_EXIT || ev->kind == CTRD_EV_TASK_DELETE)
+        audit_activity(r);
+    c = ctable_find(&r->tab, ev->container_id);
+    memset(&o, 0, sizeof(o));
+    switch (ev->kind) {
+    case CTRD_EV_TASK_EXIT:
+        /* Only the init process's exit is the container's. */
+        if (ev->id[0] != '\0' && strcmp(ev->id, ev->container_id) != 0)
+            return;
+        o.kind = OBS_TASK_EXIT;
+        o.exit_code = (int)ev->exit_status;
+        if (c != NULL)
+            log_debug(c->id, "containerd: TaskExit, status %u",
+                      ev->exit_status);
+        break;
+    case CTRD_EV_TASK_DELETE:
+        if (ev->id[0] != '\0' && strcmp(ev->id, ev->container_id) != 0)
+            return;
+        o.kind = OBS_TASK_DELETE_EVENT;
+        break;
+    default:
+        return;
+    }
+    if (c != NULL && c->kind != R_IGNORED)
+        reaper_feed(c, &o);
+}
+
+static void
+on_ctrd_lost(const char *why, uint64_t retry_ms, void *arg)
+{
+    (void)arg;
+    log_warn(NULL, "%s; reconnecting in %llu ms", why,
+             (unsigned long long)retry_ms);
+}
+
+void
+reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg)
+{
+    const struct leak *lk;
+    struct reaper_leak_view v;
+
+    for (lk = r->au.leaks; lk != NULL; lk = lk->next) {
+        v.id = lk->id;
+        v.pid = lk->pid;
+        v.stopped = lk->status == CTRD_TASK_STOPPED;
+        v.audits_seen = lk->audits_seen;
+        v.reaping = lk->reaping;
+        v.failures = lk->failures;
+        v.last_error = lk->last_error[0] ? lk->last_error : NULL;
+        cb(&v, arg);
+    }
+}
+
+int
+audit_start(struct reaper *r)
+{
+    static const struct ctrd_watch_cbs cbs = {
+        .on_subscribed = on_ctrd_subscribed,
+        .on_event = on_ctrd_event,
+        .on_lost = on_ctrd_lost,
+    };
+
+    r->au.audit_timer = evtimer_new(loop_base(r->l), on_audit_timer, r);
+    if (r->au.audit_timer == NULL)
+        return -1;
+    return ctrd_watch_start(r->ctrd, &cbs, r) != 0 ? -1 : 0;
+}
+
+void
+audit_cleanup(struct reaper *r)
+{
+    ctrd_cancel(r->au.task_list_req);
+    r->au.task_list_req = NULL;
+    while (r->au.leaks != NULL)
+        leak_drop(r, r->au.leaks);
+    if (r->au.audit_timer != NULL)
+        event_free(r->au.audit_timer);
+    r->au.audit_timer = NULL;
+}

@@ -1,0 +1,55 @@
+/*
+ * audit — the reaper's containerd channel: containerd's own events (the
+ * true exit status, task deletions), the task list that reconciles them
+ * after every subscription, and the orphan audit.
+ *
+ * containerd does not replay events: a task list after each
+ * (re)subscription, and after any exit or removal within
+ * containerd.audit_interval_ms, tells which tasks are gone. Tasks whose
+ * engine container does not exist are leaks (the engine gave up on their
+ * deletion, or reapd was down): confirmed by two lists in a row, and
+ * reaped only when stopped and containerd.reap_orphans says so. An idle
+ * node is never woken to audit.
+ *
+ * Part of the reaper (reaper_int.h): `struct audit` is embedded in struct
+ * reaper; used only when the channel is on (r->ctrd set).
+ */
+#ifndef REAPD_AUDIT_H
+#define REAPD_AUDIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event;
+struct reaper;
+struct leak;
+struct ctrd_req;
+
+struct audit {
+    struct ctrd_req *task_list_req;
+    uint64_t task_list_t0;
+    struct event *audit_timer;
+    /* An exit or removal was seen since the last task list was sent: the
+     * next periodic audit has something to find. Without one (and
+     * without known leaks) an idle node is never woken to audit. */
+    bool audit_due;
+    struct leak *leaks; /* tasks without an engine container */
+    size_t nleaks;
+    uint64_t tasks_reaped;   /* leaked by the engine, after removal */
+    uint64_t orphans_reaped; /* found by the audit */
+};
+
+/* Subscribes to containerd's events; 0, or -1 (out of memory, or the
+ * watch could not start). */
+int audit_start(struct reaper *r);
+/* Cancels the list in flight, drops the leaks, frees the timer. */
+void audit_cleanup(struct reaper *r);
+/* Sends a task list unless one is in flight (one at a time for the
+ * node). */
+void audit_task_list(struct reaper *r);
+/* An exit or removal: a task may have been left behind; an audit within
+ * the interval. No-op without the channel. */
+void audit_activity(struct reaper *r);
+
+#endif

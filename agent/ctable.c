@@ -1,0 +1,226 @@
+/*
+ * ctable — the reaper's records by id; see ctable.h.
+ */
+#include "ctable.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy.h"
+#include "reaper_int.h"
+
+int
+ctable_init(struct ctable *t)
+{
+    t->n = 0;
+    t->buckets = calloc(256, sizeof(*t->buckets));
+    t->nbuckets = t->buckets != NULL ? 256 : 0;
+    return t->buckets != NULL ? 0 : -1;
+}
+
+void
+ctable_cleanup(struct ctable *t)
+{
+    free(t->buckets);
+    t->buckets = NULL;
+    t->nbuckets = t->n = 0;
+}
+
+static size_t
+bucket_of(const struct ctable *t, const char *id)
+{
+    uint64_t h = 0;
+    int i;
+
+    /* Ids are random hex: their first 16 digits are a fine hash. */
+    for (i = 0; i < 16; i++) {
+        char ch = id[i];
+
+        h = (h << 4) | (uint64_t)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+    }
+    return (size_t)(h & (t->nbuckets - 1));
+}
+
+struct rec *
+ctable_find(const struct ctable *t, const char *id)
+{
+    struct rec *c;
+
+    for (c = t->buckets[bucket_of(t, id)]; c != NULL; c = c->hnext)
+        if (memcmp(c->id, id, CTR_ID_LEN) == 0)
+            return c;
+    return NULL;
+}
+
+static void
+grow(struct ctable *t)
+{
+    size_t n = t->nbuckets * 2, i;
+    struct rec **nb = calloc(n, sizeof(*nb)), *c, *next;
+    struct rec **old = t->buckets;
+    size_t oldn = t->nbuckets;
+
+    if (nb == NULL)
+        return; /* longer chains, still correct */
+    t->buckets = nb;
+    t->nbuckets = n;
+    for (i = 0; i < oldn; i++) {
+        for (c = old[i]; c != NULL; c = next) {
+            size_t b = bucket_of(t, c->id);
+
+            next = c->hnext;
+            c->hnext = nb[b];
+            nb[b] = c;
+        }
+    }
+    free(old);
+}
+
+void
+ctable_add(struct ctable *t, struct rec *c)
+{
+    size_t b;
+
+    if (t->n >= t->nbuckets)
+        grow(t);
+    b = bucket_of(t, c->id);
+    c->hnext = t->buckets[b];
+    t->buckets[b] = c;
+    t->n++;
+}
+
+void
+ctable_remove(struct ctable *t, struct rec *c)
+{
+    struct rec **pp = &t->buckets[bucket_of(t, c->id)];
+
+    while (*pp != NULL && *pp != c)
+        pp = &(*pp)->hnext;
+    if (*pp == c) {
+        *pp = c->hnext;
+        t->n--;
+    }
+}
+
+/* The first record at or after bucket it->b, or NULL. */
+static struct rec *
+from_bucket(const struct ctable *t, struct ctable_iter *it)
+{
+    struct rec *c;
+
+    for (; it->b < t->nbuckets; it->b++)
+        if ((c = t->buckets[it->b]) != NULL) {
+            it->next = c->hnext;
+            if (it->next == NULL)
+                it->b++;
+            return c;
+        }
+    it->next = NULL;
+    return NULL;
+}
+
+struct rec *
+ctable_first(const struct ctable *t, struct ctable_iter *it)
+{
+    it->b = 0;
+    it->next = NULL;
+    return from_bucket(t, it);
+}
+
+struct rec *
+ctable_next(const struct ctable *t, struct ctable_iter *it)
+{
+    struct rec *c = it->next;
+
+    if (c == NULL)
+        return from_bucket(t, it);
+    it->next = c->hnext;
+    if (it->next == NULL)
+        it->b++;
+    return c;
+}
+
+struct rec **
+ctable_collect(const struct ctable *t, ctable_pick_fn pick, const void *arg,
+               size_t *n)
+{
+    struct rec **v = calloc(t->n ? t->n : 1, sizeof(*v)), *c;
+    struct ctable_iter it;
+
+    *n = 0;
+    if (v == NULL)
+        return NULL;
+    for (c = ctable_first(t, &it); c != NULL; c = ctable_next(t, &it))
+        if (pick(c, arg))
+            v[(*n)++] = c;
+    return v;
+}
+
+void
+rec_free_meta(struct rec *c)
+{
+    free(c->meta);
+    c->meta = NULL;
+    c->labels = NULL;
+    c->nlabels = 0;
+    c->name = c->image = NULL;
+}
+
+static char *
+put_str(char **p, const char *s)
+{
+    char *at = *p;
+    size_t n = strlen(s) + 1;
+
+    memcpy(at, s, n);
+    *p += n;
+    return at;
+}
+
+void
+rec_set_str(char **dst, const char *src)
+{
+    char *n = src != NULL ? strdup(src) : NULL;
+
+    if (src != NULL && n == NULL)
+        return; /* keep the old value rather than lose it */
+    free(*dst);
+    *dst = n;
+}
+
+int
+rec_set_meta(struct rec *c, const char *name, const char *image,
+             const struct label *labels, size_t n, bool labels_cut,
+             bool meta_cut)
+{
+    size_t i, size = n * sizeof(struct label);
+    struct label *copy;
+    char *blob, *p;
+
+    size += name != NULL ? strlen(name) + 1 : 0;
+    size += image != NULL ? strlen(image) + 1 : 0;
+    for (i = 0; i < n; i++)
+        size += strlen(labels[i].key) + strlen(labels[i].value) + 2;
+    blob = malloc(size > 0 ? size : 1);
+    if (blob == NULL)
+        return -1;
+    copy = (struct label *)(void *)blob;
+    p = blob + n * sizeof(struct label);
+    for (i = 0; i < n; i++) {
+        copy[i].key = put_str(&p, labels[i].key);
+        copy[i].value = put_str(&p, labels[i].value);
+    }
+    name = name != NULL ? put_str(&p, name) : NULL;
+    image = image != NULL ? put_str(&p, image) : NULL;
+    rec_free_meta(c);
+    c->meta = blob;
+    c->labels = n > 0 ? copy : NULL;
+    c->nlabels = n;
+    c->name = (char *)name;
+    c->image = (char *)image;
+    c->meta_known = true;
+    c->labels_cut = labels_cut;
+    c->meta_cut = meta_cut;
+    return 0;
+}

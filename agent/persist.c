@@ -1,0 +1,610 @@
+/*
+ * persist — the reaper's durable state; see persist.h.
+ *
+ * Container records and checkpoints are batched: one store_flush per loop
+ * turn writes them all (group commit). Reports go to reports.jsonl first,
+ * then to the store; what the store cannot take yet (disk full) is kept
+ * in memory and retried, and the journal is replayed at a start for what
+ * a power loss took from the store.
+ */
+#include "persist.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "docker.h"
+#include "log.h"
+#include "loop.h"
+#include "reaper_int.h"
+#include "record.h"
+#include "report.h"
+#include "store.h"
+
+#define MAX_UNSAVED 100000 /* reports held while the disk is full */
+
+struct replay {
+    struct reaper *r;
+    size_t lines, recovered, bad;
+    bool oom; /* a line could not be read for want of memory */
+};
+
+/* A report written to reports.jsonl that the store could not take yet
+ * (disk full): kept and retried, so nothing already made is lost. */
+struct unsaved {
+    struct unsaved *next;
+    char report_id[40];
+    char container_id[CTR_ID_SIZE];
+    char *json;
+    size_t len;
+    int64_t made_ms; /* when it was kept (as the store's created_ms) */
+};
+
+#define PRUNE_INTERVAL_S 600
+
+static void on_flush(evutil_socket_t fd, short what, void *arg);
+static void on_store_retry(evutil_socket_t fd, short what, void *arg);
+static void on_prune(evutil_socket_t fd, short what, void *arg);
+
+int
+persist_init(struct reaper *r)
+{
+    struct persist *ps = &r->ps;
+    struct event_base *base = loop_base(r->l);
+
+    ps->flush_ev = event_new(base, -1, 0, on_flush, r);
+    ps->retry = evtimer_new(base, on_store_retry, r);
+    ps->prune_timer = evtimer_new(base, on_prune, r);
+    return ps->flush_ev != NULL && ps->retry != NULL && ps->prune_timer != NULL
+               ? 0
+               : -1;
+}
+
+void
+persist_cleanup(struct reaper *r)
+{
+    struct persist *ps = &r->ps;
+
+    if (r->store != NULL && store_flush(r->store) < 0)
+        log_error(NULL, "state: last flush failed: %s",
+                  store_errmsg(r->store));
+    while (ps->unsaved != NULL) {
+        struct unsaved *u = ps->unsaved;
+
+        ps->unsaved = u->next;
+        log_error(u->container_id,
+                  "report %s not stored at exit; it is "
+                  "in reports.jsonl and will be made "
+                  "again after the restart",
+                  u->report_id);
+        free(u->json);
+        free(u);
+    }
+    ps->unsaved_tail = NULL;
+    ps->nunsaved = 0;
+    if (ps->flush_ev != NULL)
+        event_free(ps->flush_ev);
+    if (ps->retry != NULL)
+        event_free(ps->retry);
+    if (ps->prune_timer != NULL)
+        event_free(ps->prune_timer);
+    ps->flush_ev = ps->retry = ps->prune_timer = NULL;
+}
+
+void
+persist_flush_soon(struct reaper *r)
+{
+    if (r->store == NULL)
+        return;
+    /* A loop turn that changes thousands of records (a relist at a
+     * start) writes them a slice at a time: their copies, held until the
+     * flush, would otherwise interleave with the records made meanwhile
+     * and leave the heap fragmented for good (1 KiB per container). */
+    if (store_pending(r->store) >= FLUSH_SLICE_ROWS) {
+        int rc = store_flush(r->store);
+
+        persist_result(r, rc, "saving container records");
+        if (rc >= 0)
+            return;
+    }
+    if (r->ps.flush_scheduled)
+        return;
+    r->ps.flush_scheduled = true;
+    event_active(r->ps.flush_ev, EV_TIMEOUT, 0);
+}
+
+/* Says it loudly once when writes start failing, and once when they work
+ * again; a full disk must not also fill the log. */
+void
+persist_result(struct reaper *r, int rc, const char *what)
+{
+    if (rc >= 0) {
+        if (r->ps.failing)
+            log_info(NULL, "state: writes to %s work again",
+                     store_path(r->store));
+        r->ps.failing = false;
+        return;
+    }
+    r->ps.errors++;
+    if (!r->ps.failing)
+        log_error(NULL,
+                  "state: %s failed: %s (%s); nothing already accepted is "
+                  "lost, retrying",
+                  what, store_strerror(rc), store_errmsg(r->store));
+    r->ps.failing = true;
+}
+
+static void
+arm_store_retry(struct reaper *r)
+{
+    loop_timer_ms(r->ps.retry, 1000);
+}
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    r->ps.flush_scheduled = false;
+    rc = store_flush(r->store);
+    persist_result(r, rc, "saving container records");
+    if (rc < 0)
+        arm_store_retry(r);
+}
+
+/* Without an upstream, reports.jsonl and the store are where a report
+ * goes: it is delivered as it is stored, and retention applies. */
+static int
+store_add(struct reaper *r, const char *id, const char *cid, const char *json,
+          size_t len)
+{
+    if (r->cfg->upstream_url == NULL)
+        return store_add_delivered(r->store, id, cid, json, len,
+                                   report_now_ms());
+    return store_add_report(r->store, id, cid, json, len, report_now_ms());
+}
+
+/* Stores one report (it is already in reports.jsonl). */
+int
+persist_store_report(struct reaper *r, const char *id, const char *cid,
+                     const char *json, size_t len)
+{
+    int rc = store_add(r, id, cid, json, len);
+
+    if (rc == STORE_DUPLICATE) {
+        /* Made before a restart already: stored and delivered once. */
+        r->ps.duplicates++;
+        log_info(cid, "report %s was already made before a restart", id);
+        return 0;
+    }
+    persist_result(r, rc, "storing a report");
+    return rc < 0 ? -1 : 0;
+}
+
+/* Every report in reports.jsonl so far is in the store too (none is
+ * waiting in memory for a full disk to free up): move the journal
+ * checkpoint (batched with the next flush; a checkpoint that lags only
+ * makes the replay meet duplicates). */
+void
+persist_journal_stored(struct reaper *r)
+{
+    if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0)
+        return;
+    persist_result(
+        r, store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl)),
+        "saving the reports.jsonl checkpoint");
+    persist_flush_soon(r);
+}
+
+static void
+on_journal_line(const char *line, size_t len, void *arg)
+{
+    struct replay *rp = arg;
+    struct reaper *r = rp->r;
+    char id[33], cid[CTR_ID_SIZE];
+    int rc;
+
+    if (rp->oom)
+        return; /* the replay fails; nothing past that line is taken */
+    rp->lines++;
+    rc = report_line_ids(line, len, id, cid);
+    if (rc == -2) {
+        rp->oom = true;
+        return;
+    }
+    if (rc != 0) {
+        rp->bad++;
+        return;
+    }
+    rc = store_add(r, id, cid, line, len);
+    if (rc == STORE_DUPLICATE)
+        return; /* the usual case: the checkpoint lagged a little */
+    persist_result(r, rc, "storing a recovered report");
+    if (rc < 0) {
+        persist_keep_unsaved(r, id, cid, line, len);
+        return;
+    }
+    rp->recovered++;
+}
+
+/*
+ * Repairs the store from reports.jsonl, the journal of reports: lines
+ * past the checkpoint whose reports the store does not hold (a power loss
+ * undid their commit) are stored again, to be delivered. The first start
+ * on a state directory (no checkpoint yet) trusts the store as it is.
+ */
+static int
+recover_journal(struct reaper *r)
+{
+    struct replay rp = {.r = r};
+    int64_t from = 0, end = report_log_end(r->rl);
+
+    if (store_get_checkpoint(r->store, JOURNAL_KEY, &from) != STORE_OK) {
+        from = end;
+    } else if (from > end) {
+        log_warn(NULL,
+                 "%s is shorter than when last seen (%lld < %lld bytes: "
+                 "rotated or truncated?); nothing to recover from it",
+                 report_log_path(r->rl), (long long)end, (long long)from);
+        from = end;
+    }
+    if (report_log_replay(r->rl, from, on_journal_line, &rp, &end) != 0) {
+        log_error(NULL, "cannot read %s: %m", report_log_path(r->rl));
+        return -1;
+    }
+    if (rp.oom) {
+        /* Moving the checkpoint past a line not read could lose its
+         * report: fail, and read it again at the next start. */
+        log_error(NULL, "out of memory reading %s; not starting",
+                  report_log_path(r->rl));
+        return -1;
+    }
+    if (rp.bad > 0)
+        log_warn(NULL,
+                 "%s: %zu lines past byte %lld are not reports; "
+                 "skipped",
+                 report_log_path(r->rl), rp.bad, (long long)from);
+    if (rp.recovered > 0)
+        log_warn(NULL,
+                 "recovered %zu reports from %s that the state database "
+                 "had lost (a power loss?); they will be delivered",
+                 rp.recovered, report_log_path(r->rl));
+    persist_journal_stored(r);
+    return 0;
+}
+
+/* Retention: delivered reports beyond the configured age or count go;
+ * pending and dead ones stay (store_prune never touches them). */
+static void
+on_prune(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+    const struct config *cfg = r->cfg;
+    struct timeval tv = {PRUNE_INTERVAL_S, 0};
+    uint64_t n = 0;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    rc = store_prune(r->store, report_now_ms(),
+                     cfg->retention_delivered_max_age_ms > 0
+                         ? cfg->retention_delivered_max_age_ms
+                         : -1,
+                     cfg->retention_delivered_max_count > 0
+                         ? cfg->retention_delivered_max_count
+                         : -1,
+                     &n);
+    persist_result(r, rc, "pruning delivered reports");
+    if (n > 0) {
+        r->ps.pruned += n;
+        log_info(NULL, "state: pruned %llu delivered reports",
+                 (unsigned long long)n);
+    }
+    evtimer_add(r->ps.prune_timer, &tv);
+}
+
+void
+persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
+                     const char *json, size_t len)
+{
+    struct unsaved *u;
+
+    if (r->ps.nunsaved >= MAX_UNSAVED || (u = calloc(1, sizeof(*u))) == NULL ||
+        (u->json = malloc(len + 1)) == NULL) {
+        if (r->ps.nunsaved < MAX_UNSAVED)
+            free(u);
+        log_error(cid,
+                  "report %s could not be stored nor kept in memory; "
+                  "it is only in reports.jsonl",
+                  id);
+        return;
+    }
+    snprintf(u->report_id, sizeof(u->report_id), "%s", id);
+    snprintf(u->container_id, sizeof(u->container_id), "%s", cid);
+    memcpy(u->json, json, len);
+    u->json[len] = '\0';
+    u->len = len;
+    u->made_ms = report_now_ms();
+    if (r->ps.unsaved_tail != NULL)
+        r->ps.unsaved_tail->next = u;
+    else
+        r->ps.unsaved = u;
+    r->ps.unsaved_tail = u;
+    r->ps.nunsaved++;
+    arm_store_retry(r);
+}
+
+static void
+on_store_retry(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+
+    (void)fd;
+    (void)what;
+    while (r->ps.unsaved != NULL) {
+        struct unsaved *u = r->ps.unsaved;
+
+        if (persist_store_report(r, u->report_id, u->container_id, u->json,
+                                 u->len) != 0) {
+            arm_store_retry(r);
+            return;
+        }
+        r->ps.unsaved = u->next;
+        if (r->ps.unsaved == NULL)
+            r->ps.unsaved_tail = NULL;
+        r->ps.nunsaved--;
+        if (r->report_cb != NULL)
+            r->report_cb(u->json, u->len, r->report_arg);
+        free(u->json);
+        free(u);
+    }
+    persist_journal_stored(r);
+    if (store_pending(r->store) > 0)
+        persist_flush_soon(r);
+}
+
+static void
+fill_meta(const struct rec *c, struct record_meta *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->name = c->name;
+    m->image = c->image;
+    m->labels = c->labels;
+    m->nlabels = c->nlabels;
+    m->policy = c->policy;
+    m->force = c->force;
+    m->volumes = c->volumes;
+    m->report_on = c->report_on;
+    m->started_at = c->started_at;
+    m->finished_at = c->finished_at;
+    m->die_nano = c->die_nano;
+    m->exited_wall_ms = c->exited_wall_ms;
+}
+
+/* After every step of a managed record: what a restart must not forget.
+ * Every record past an exit, or reported and kept; one whose containerd
+ * TaskExit is in while the engine has not yet said it exited (its die
+ * comes after its own task deletion, which can take more than 30 s):
+ * containerd does not replay events, and that TaskExit may be the only
+ * true code the node will ever have. And a container that runs, once: a
+ * relist would find it again, but not if it exits and is removed (`--rm`)
+ * while reapd is down and the engine's events are lost with an engine
+ * restart (or pushed out of its 256-event buffer); the record turns that
+ * silence into a report whose code is unknown. Only one write per run:
+ * nothing in a running record changes. */
+void
+persist_rec(struct rec *c)
+{
+    struct reaper *r = c->r;
+    struct record_meta m;
+    char *json;
+    size_t len;
+    bool running;
+    int rc;
+
+    if (r->store == NULL)
+        return;
+    if (c->persist_done) {
+        /* The step's DELETE wrote it (durable_before_delete). */
+        c->persist_done = false;
+        return;
+    }
+    if (c->lc.exited && c->exited_wall_ms == 0)
+        c->exited_wall_ms = report_now_ms();
+    if (!c->lc.exited)
+        c->exited_wall_ms = 0;
+    running =
+        c->lc.state == LC_RUNNING && !c->lc.exited && !c->lc.task_exit_seen;
+    if (running && !c->lc.ran) {
+        /* Created, never started: if it goes unseen, nothing ran. */
+        if (c->persisted) {
+            persist_result(r, store_delete_container(r->store, c->id),
+                           "saving container records");
+            c->persisted = c->persisted_running = false;
+            persist_flush_soon(r);
+        }
+        return;
+    }
+    if (running && c->persisted_running)
+        return;
+    fill_meta(c, &m);
+    json = record_to_json(&c->lc, &m, &len);
+    if (json == NULL) {
+        log_error(c->id, "out of memory saving its record");
+        return;
+    }
+    rc = store_put_container(r->store, c->id, json, len, report_now_ms());
+    persist_result(r, rc, "saving container records");
+    free(json);
+    if (rc >= 0) {
+        c->persisted = true;
+        c->persisted_running = running;
+    }
+    persist_flush_soon(r);
+}
+
+/* Records saved by an earlier run: tracked again, resumed once the
+ * engine is reachable (on_subscribed). */
+static int
+load_records(struct reaper *r)
+{
+    struct store_containers all = {0};
+    char err[256];
+    size_t i;
+    int rc;
+
+    rc = store_get_containers(r->store, &all);
+    if (rc < 0) {
+        log_error(NULL, "state: cannot read container records: %s",
+                  store_errmsg(r->store));
+        return -1;
+    }
+    for (i = 0; i < all.n; i++) {
+        struct record *rec;
+        const struct record_meta *m;
+        struct rec *c;
+
+        if (!docker_valid_id(all.v[i].id) ||
+            ctable_find(&r->tab, all.v[i].id)) {
+            store_delete_container(r->store, all.v[i].id);
+            continue;
+        }
+        rec = record_parse(all.v[i].json, all.v[i].len, err, sizeof(err));
+        if (rec == NULL) {
+            log_error(all.v[i].id, "state: dropping an unreadable record: %s",
+                      err);
+            store_delete_container(r->store, all.v[i].id);
+            continue;
+        }
+        c = reaper_rec_new(r, all.v[i].id);
+        if (c == NULL) {
+            record_free(rec);
+            continue;
+        }
+        m = record_meta(rec);
+        /* Truncation, if any, is in the record's lifecycle anomalies. */
+        if (rec_set_meta(c, m->name, m->image, m->labels, m->nlabels, false,
+                         false) != 0)
+            log_error(c->id, "out of memory copying labels");
+        c->kind = R_MANAGED;
+        c->policy = strdup(m->policy != NULL ? m->policy : "default");
+        c->force = m->force;
+        c->volumes = m->volumes;
+        c->report_on = m->report_on;
+        rec_set_str(&c->started_at, m->started_at);
+        rec_set_str(&c->finished_at, m->finished_at);
+        c->die_nano = m->die_nano;
+        c->exited_wall_ms = m->exited_wall_ms;
+        c->lc = *record_lc(rec);
+        c->persisted = true;
+        c->persisted_running = c->lc.state == LC_RUNNING && !c->lc.exited &&
+                               !c->lc.task_exit_seen;
+        c->resume_pending = true;
+        c->loaded = true;
+        record_free(rec);
+    }
+    if (all.n > 0)
+        log_info(NULL, "state: %zu container records from the last run",
+                 all.n);
+    store_containers_free(&all);
+    persist_flush_soon(r);
+    return 0;
+}
+
+static bool
+resume_pending(const struct rec *c, const void *arg)
+{
+    (void)arg;
+    return c->resume_pending;
+}
+
+void
+persist_resume_loaded(struct reaper *r)
+{
+    struct rec **waiting, *c;
+    size_t n, i;
+    int64_t now_wall = report_now_ms();
+
+    /* Out of memory, they wait for the next subscription. */
+    waiting = ctable_collect(&r->tab, resume_pending, NULL, &n);
+    if (waiting == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        struct lc_result res;
+        uint64_t since = 0;
+
+        c = waiting[i];
+        c->resume_pending = false;
+        if (c->exited_wall_ms > 0 && now_wall > c->exited_wall_ms)
+            since = (uint64_t)(now_wall - c->exited_wall_ms);
+        lc_resume(&c->lc, loop_now_ms(), since, &res);
+        if (reaper_apply(c, &res))
+            persist_rec(c);
+    }
+    free(waiting);
+}
+
+/* Writes c's record as it stands and flushes every pending change; false
+ * (logged once by persist_result) when the state cannot be written. */
+bool
+persist_before_delete(struct rec *c)
+{
+    struct reaper *r = c->r;
+    int rc;
+
+    if (r->store == NULL)
+        return true;
+    persist_rec(c);
+    rc = store_flush(r->store);
+    persist_result(r, rc, "saving container records");
+    /* The step's own persist, after its actions, would write the same. */
+    c->persist_done = true;
+    if (rc < 0) {
+        r->st.deletes_held++;
+        log_debug(c->id, "DELETE held: its record cannot be written yet");
+        return false;
+    }
+    return true;
+}
+
+int
+persist_start(struct reaper *r)
+{
+    struct timeval soon = {0, 0};
+
+    if (r->rl != NULL) {
+        store_set_journaled(r->store, true);
+        if (recover_journal(r) != 0)
+            return -1;
+    }
+    if (load_records(r) != 0)
+        return -1;
+    evtimer_add(r->ps.prune_timer, &soon);
+    return 0;
+}
+
+void
+persist_forget(struct rec *c)
+{
+    if (c->persisted && c->r->store != NULL) {
+        persist_result(c->r, store_delete_container(c->r->store, c->id),
+                       "saving container records");
+        persist_flush_soon(c->r);
+    }
+}
+
+bool
+persist_find_unsaved(const struct reaper *r, persist_unsaved_cb cb, void *arg)
+{
+    const struct unsaved *u;
+
+    for (u = r->ps.unsaved; u != NULL; u = u->next)
+        if (cb(u->report_id, u->container_id, u->made_ms, u->json, u->len,
+               arg))
+            return true;
+    return false;
+}

@@ -1,0 +1,88 @@
+/*
+ * persist — the reaper's durable state: what a restart, a kill -9 or a
+ * power loss must not take.
+ *
+ * Container records (one per managed container past a run or an exit),
+ * the checkpoints, and reports: reports.jsonl first, then the store
+ * (store.h). Writes are batched into one flush per loop turn; a write
+ * that fails (disk full) is said once, retried, and nothing already
+ * accepted is lost: reports the store cannot take wait in memory, and a
+ * DELETE waits until the container's record is on disk.
+ *
+ * Part of the reaper (reaper_int.h): `struct persist` is embedded in
+ * struct reaper; every function takes the reaper or one of its records.
+ * Without a store (r->store NULL, as in unit tests) they do nothing.
+ */
+#ifndef REAPD_PERSIST_H
+#define REAPD_PERSIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct event;
+struct reaper;
+struct rec;
+struct unsaved;
+
+struct persist {
+    struct event *flush_ev;
+    bool flush_scheduled;
+    bool failing; /* the last write failed; said once */
+    struct event *retry;
+    struct event *prune_timer;
+    uint64_t pruned;
+    struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */
+    size_t nunsaved;
+    uint64_t errors;     /* failed writes */
+    uint64_t duplicates; /* reports made again after a restart */
+};
+
+/* 0, or -1 when out of memory. */
+int persist_init(struct reaper *r);
+/* A last flush; reports still unsaved are said (they are in
+ * reports.jsonl, made again at the next start); frees what init made. */
+void persist_cleanup(struct reaper *r);
+/* At reaper_start: reports.jsonl replayed into the store, records of the
+ * last run loaded (resumed later: persist_resume_loaded), retention
+ * started. -1 (logged) when reapd must not start. */
+int persist_start(struct reaper *r);
+/* The engine answers: the loaded records pick up where they stood. */
+void persist_resume_loaded(struct reaper *r);
+
+/* A flush within this loop turn (at once when many rows wait). */
+void persist_flush_soon(struct reaper *r);
+/* Counts and says (once) a failed write (rc < 0), and that writes work
+ * again. `what` is static text for the log. */
+void persist_result(struct reaper *r, int rc, const char *what);
+
+/* After every step of a managed record: writes what a restart must not
+ * forget (see persist.c). */
+void persist_rec(struct rec *c);
+/* Writes c's record and flushes every pending change before its DELETE;
+ * false when the state cannot be written (the DELETE waits). */
+bool persist_before_delete(struct rec *c);
+/* Drops c's stored record (c is being forgotten). */
+void persist_forget(struct rec *c);
+
+/* Stores one report already in reports.jsonl: 0, or -1 (not stored). A
+ * report stored before (a restart) counts as stored. The strings are
+ * borrowed. */
+int persist_store_report(struct reaper *r, const char *id, const char *cid,
+                         const char *json, size_t len);
+/* Keeps a copy of a report the store could not take, retried until it
+ * does; said when even that fails (it is then only in reports.jsonl). */
+void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
+                          const char *json, size_t len);
+/* Every report in reports.jsonl is in the store: the journal checkpoint
+ * moves (batched with the next flush). */
+void persist_journal_stored(struct reaper *r);
+/* Visits the reports waiting in memory for the store, oldest first, until
+ * `cb` returns true; returns that. */
+typedef bool (*persist_unsaved_cb)(const char *report_id,
+                                   const char *container_id, int64_t made_ms,
+                                   const char *json, size_t len, void *arg);
+bool persist_find_unsaved(const struct reaper *r, persist_unsaved_cb cb,
+                          void *arg);
+
+#endif

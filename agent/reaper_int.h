@@ -1,0 +1,179 @@
+/*
+ * reaper_int — the reaper's private parts, shared by the files that make
+ * it up (reaper.c and the modules it is split into: ctable.c, persist.c,
+ * outcome.c, audit.c). Nothing outside them includes this header; the
+ * reaper's interface is reaper.h.
+ *
+ * One owner, several files: `struct reaper` holds a sub-struct for each
+ * part that has state of its own (the table, the containerd audit, the
+ * durable state), each with its own init and cleanup.
+ */
+#ifndef REAPD_REAPER_INT_H
+#define REAPD_REAPER_INT_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "audit.h"
+#include "bounds.h"
+#include "ctable.h"
+#include "lifecycle.h"
+#include "persist.h"
+#include "reaper.h"
+
+struct label;
+
+#define MAX_PENDING    8
+#define CHECKPOINT_KEY "docker.events.time_nano"
+/* When the engine was lost, while it stays unreachable (wall ms; 0: it is
+ * not): a reapd started during an outage learns of it from its
+ * predecessor. */
+#define OUTAGE_KEY   "docker.outage_since_ms"
+#define OUTAGE_SPANS 8
+/* Bytes of reports.jsonl whose reports the store holds (see report.h). */
+#define JOURNAL_KEY "reports.jsonl.end"
+/* Pending record changes written at once rather than at the loop turn's
+ * end (persist_flush_soon). */
+#define FLUSH_SLICE_ROWS 256
+#define MAX_TOMBSTONE    4096
+
+enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
+
+/* One container the reaper knows of. Owned by the table; freed only by
+ * reaper_forget, after its calls and timers are cancelled. */
+struct rec {
+    char id[CTR_ID_SIZE];
+    struct rec *hnext; /* the table's chain (ctable.c) */
+    struct reaper *r;
+    enum rec_kind kind;
+
+    /* name, image and labels point into `meta`, one block (see
+     * rec_set_meta): a tracked container costs one allocation for them, not
+     * 2 + 2 per label. */
+    void *meta;
+    char *name;
+    char *image;
+    struct label *labels;
+    size_t nlabels;
+    char *policy; /* name of the policy that matched, or "default" */
+    bool force, volumes, report_on;
+    /* The metadata is known (from an event, a list or the store), and
+     * whether it is less than the engine holds (docs/limits.md). */
+    bool meta_known, labels_cut, meta_cut;
+
+    struct lc lc;
+    char *started_at;
+    char *finished_at;
+    int64_t die_nano; /* time of the last die event, for the report id */
+
+    struct docker_req *meta_req;
+    struct docker_req *inspect_req;
+    struct docker_req *delete_req;
+    struct ctrd_req *task_req;     /* Tasks.Get */
+    struct ctrd_req *task_del_req; /* Tasks.Delete */
+    struct ctrd_req *ctr_del_req;  /* Containers.Delete */
+    /* When each of those calls was sent (loop_now_ms), for metrics. */
+    uint64_t meta_t0, inspect_t0, delete_t0, task_t0, task_del_t0, ctr_del_t0;
+    unsigned meta_failures;
+    struct event *step, *warn, *giveup;
+    /* A report that could not be made (out of memory) is made again on
+     * this timer; the record is forgotten only after it. */
+    struct event *again;
+    bool report_due, forget_due;
+
+    bool slot_queued, slot_held;
+    struct rec *qprev, *qnext;
+
+    uint64_t born_relist;   /* relist generation when created */
+    bool persisted;         /* a record of it is in the store */
+    bool persisted_running; /* ... and it says only "running" */
+    bool persist_done;      /* written by this step already (a DELETE's) */
+    bool resume_pending;    /* loaded from the store, not yet resumed */
+    bool loaded;            /* loaded from the store (an earlier run's) */
+    int64_t exited_wall_ms; /* wall clock when its exit was seen */
+    /* Observations held while discovering (NULL otherwise: most
+     * records never need it). */
+    struct lc_obs *pend;
+    size_t npend;
+};
+
+struct reaper {
+    struct loop *l;
+    struct docker *d;
+    const struct config *cfg;
+    struct report_log *rl;
+    uint32_t rnd;
+
+    struct ctable tab; /* every record, by id */
+
+    struct rec *qhead, *qtail; /* waiting for a removal slot */
+    size_t slots_used;
+    struct event *grant_ev;
+
+    /* Relists. */
+    struct docker_req *relist_req;
+    uint64_t relist_t0;
+    uint64_t relist_gen; /* bumped when a relist is sent */
+    bool relisted;       /* a relist completed since the last subscribe */
+    /* The subscription follows an engine outage: what the next complete
+     * relist finds exited, exited while dockerd was down. */
+    bool outage_relist;
+    /* The engine outage under way (wall ms it began; 0: none), and the
+     * last spans it was down, for FinishedAt (inspect) to be judged by. */
+    int64_t lost_at_ms;
+    int64_t outage_since_ms;
+    struct {
+        int64_t from, to;
+    } outages[OUTAGE_SPANS];
+    size_t noutages;
+    unsigned relist_failures;
+    struct event *relist_timer;
+    struct event *trim_ev;      /* after a relist: give the heap back */
+    char (*tombs)[CTR_ID_SIZE]; /* destroyed while a relist was in flight */
+    size_t ntombs;
+
+    /* The containerd channel (NULL: Docker-only mode). */
+    struct ctrd *ctrd;
+    struct audit au;
+
+    /* Durable state (NULL: none, as in unit tests). */
+    struct store *store;
+    struct persist ps;
+
+    reaper_report_cb report_cb;
+    void *report_arg;
+    struct reaper_stats st;
+    /* When the observation being fed arrived (loop_now_ns); 0 outside
+     * feed(). A report made meanwhile measures reapd's added latency. */
+    uint64_t obs_ns;
+};
+
+/* ---- between the reaper's files ----------------------------------------
+ * feed and apply return false when the record was freed (forgotten): the
+ * caller must not touch it again. */
+
+/* A new record for `id` (64 hex digits), discovering, in the table; NULL
+ * (logged) when out of memory. */
+struct rec *reaper_rec_new(struct reaper *r, const char *id);
+/* One observation through the lifecycle, then its actions and the
+ * record's persistence. */
+bool reaper_feed(struct rec *c, const struct lc_obs *o);
+/* reaper_feed of an observation that is only its kind (a timer, a slot,
+ * a task's deletion). */
+bool reaper_feed_kind(struct rec *c, enum lc_obs_kind kind);
+/* Carries out a lifecycle step's actions. */
+bool reaper_apply(struct rec *c, const struct lc_result *res);
+/* Cancels c's calls and timers, drops its stored record, frees it. */
+void reaper_forget(struct rec *c);
+/* (Re)arms one of c's timers (*ev created on first use) for `ms`. */
+void reaper_arm(struct rec *c, struct event **ev, event_callback_fn fn,
+                uint64_t ms);
+/* An engine call sent at `t0` (loop_now_ms) just got its answer. */
+void reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0);
+/* Adds `v` to a histogram whose buckets end at bounds[0..n). */
+void reaper_hist_observe(struct reaper_hist *h, const double *bounds, size_t n,
+                         double v);
+
+#endif
