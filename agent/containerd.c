@@ -23,11 +23,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backoff.h"
 #include "containerd.pb-c.h"
 #include "grpc.h"
 #include "log.h"
 #include "loop.h"
+#include "stream.h"
 
 #define LIST_MAX_MSG  (16u << 20) /* Tasks.List: containerd sends no more */
 #define UNARY_MAX_MSG (64u << 10) /* Get, Delete answers */
@@ -71,8 +71,6 @@ static const struct {
 };
 #define NKINDS (sizeof(event_kinds) / sizeof(event_kinds[0]))
 
-enum watch_phase { W_IDLE, W_CONNECTING, W_OPEN, W_WAITING };
-
 struct ctrd {
     struct loop *l;
     char *socket_cfg; /* "auto" or a path */
@@ -80,12 +78,10 @@ struct ctrd {
     char *ns;
     char *ns_header; /* "containerd-namespace: <ns>" */
     long timeout_ms;
-    long reconnect_max_ms;
-    uint32_t rnd;
     struct ctrd_req *reqs; /* in flight, for ctrd_free */
 
     /* The events subscription. */
-    enum watch_phase phase;
+    struct stream *st;
     struct ctrd_watch_cbs cbs;
     void *cbs_arg;
     struct http_call *wcall;
@@ -93,12 +89,8 @@ struct ctrd {
     struct grpc_reader *wreader;
     struct grpc_reader *feeding; /* the reader on the stack, if any */
     struct grpc_reader *doomed;  /* stopped while on the stack */
-    struct event *wtimer;        /* reconnect */
     struct event *settle;        /* see SUBSCRIBE_SETTLE_MS */
-    unsigned wfailures;
-    uint64_t reconnects;
-    bool subscribed_once;
-    char werr[128]; /* why the last envelope was refused */
+    char werr[128];              /* why the last envelope was refused */
 };
 
 enum req_kind { REQ_GET, REQ_LIST, REQ_TASK_DELETE, REQ_CONTAINER_DELETE };
@@ -847,34 +839,30 @@ drop_reader(struct ctrd *c)
 static void
 watch_retry(struct ctrd *c, const char *why)
 {
-    uint64_t ms;
-
     drop_reader(c);
     evtimer_del(c->settle);
     c->wcall = NULL;
     c->wstatus = 0;
-    c->wfailures++;
-    ms =
-        backoff_delay_ms(c->wfailures, WATCH_BASE_MS,
-                         (uint64_t)c->reconnect_max_ms, backoff_rand(&c->rnd));
-    c->phase = W_WAITING;
-    loop_timer_ms(c->wtimer, ms);
+    stream_failed(c->st, why);
+}
+
+static void
+on_stream_lost(const char *why, uint64_t retry_ms, void *arg)
+{
+    struct ctrd *c = arg;
+
     if (c->cbs.on_lost != NULL)
-        c->cbs.on_lost(why, ms, c->cbs_arg);
+        c->cbs.on_lost(why, retry_ms, c->cbs_arg);
 }
 
 /* The subscription is open: say so once per connection. */
 static void
 announce(struct ctrd *c)
 {
-    if (c->phase != W_CONNECTING)
+    if (stream_phase(c->st) != STREAM_CONNECTING)
         return;
     evtimer_del(c->settle);
-    c->phase = W_OPEN;
-    c->wfailures = 0;
-    if (c->subscribed_once)
-        c->reconnects++;
-    c->subscribed_once = true;
+    stream_opened(c->st);
     if (c->cbs.on_subscribed != NULL)
         c->cbs.on_subscribed(c->cbs_arg);
 }
@@ -1004,10 +992,9 @@ subscribe_body(const struct ctrd *c, size_t *len)
 }
 
 static void
-watch_connect(struct ctrd *c)
+watch_connect(void *arg)
 {
-    struct timeval tv = {SUBSCRIBE_SETTLE_MS / 1000,
-                         (SUBSCRIBE_SETTLE_MS % 1000) * 1000};
+    struct ctrd *c = arg;
     uint8_t *body = NULL;
     size_t body_len = 0;
     const char *why = NULL;
@@ -1024,7 +1011,7 @@ watch_connect(struct ctrd *c)
         why = "containerd events: out of memory";
         goto out;
     }
-    c->phase = W_CONNECTING;
+    stream_connecting(c->st);
     c->wcall =
         start_call(c, SVC_EVENTS "Subscribe", body, body_len, EVENT_MAX_MSG, 0,
                    on_sub_headers, on_sub_data, on_sub_done, c);
@@ -1032,55 +1019,46 @@ watch_connect(struct ctrd *c)
         why = "containerd events: could not start the request";
         goto out;
     }
-    evtimer_add(c->settle, &tv);
+    loop_timer_ms(c->settle, SUBSCRIBE_SETTLE_MS);
 out:
     free(body);
     if (why != NULL)
         watch_retry(c, why);
 }
 
-static void
-on_watch_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    watch_connect(arg);
-}
-
 int
 ctrd_watch_start(struct ctrd *c, const struct ctrd_watch_cbs *cbs, void *arg)
 {
-    if (c->phase != W_IDLE)
+    if (stream_phase(c->st) != STREAM_IDLE)
         return 0;
     c->cbs = *cbs;
     c->cbs_arg = arg;
-    watch_connect(c);
+    stream_start(c->st);
     return 0;
 }
 
 void
 ctrd_watch_stop(struct ctrd *c)
 {
-    evtimer_del(c->wtimer);
+    stream_stop(c->st);
     evtimer_del(c->settle);
     if (c->wcall != NULL) {
         loop_http_cancel(c->wcall);
         c->wcall = NULL;
     }
     drop_reader(c);
-    c->phase = W_IDLE;
 }
 
 bool
 ctrd_watch_connected(const struct ctrd *c)
 {
-    return c->phase == W_OPEN;
+    return stream_is_open(c->st);
 }
 
 uint64_t
 ctrd_watch_reconnects(const struct ctrd *c)
 {
-    return c->reconnects;
+    return stream_reconnects(c->st);
 }
 
 /* ---- lifetime ---------------------------------------------------------- */
@@ -1108,6 +1086,10 @@ struct ctrd *
 ctrd_new(struct loop *l, const char *socket, const char *namespace_,
          long request_timeout_ms, long reconnect_max_ms, bool *off)
 {
+    static const struct stream_cbs scbs = {
+        .connect = watch_connect,
+        .lost = on_stream_lost,
+    };
     struct ctrd *c = NULL, *result = NULL;
     size_t hl;
 
@@ -1129,12 +1111,13 @@ ctrd_new(struct loop *l, const char *socket, const char *namespace_,
     hl = strlen("containerd-namespace: ") + strlen(namespace_) + 1;
     c->ns_header = malloc(hl);
     c->timeout_ms = request_timeout_ms;
-    c->reconnect_max_ms = reconnect_max_ms > 0 ? reconnect_max_ms : 30000;
-    c->rnd = (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 16) ^ 2u;
-    c->wtimer = evtimer_new(loop_base(l), on_watch_timer, c);
+    c->st =
+        stream_new(l, &scbs, c, WATCH_BASE_MS,
+                   (uint64_t)(reconnect_max_ms > 0 ? reconnect_max_ms : 30000),
+                   (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 16) ^ 2u);
     c->settle = evtimer_new(loop_base(l), on_settle, c);
     if (c->socket_cfg == NULL || c->ns == NULL || c->ns_header == NULL ||
-        c->wtimer == NULL || c->settle == NULL)
+        c->st == NULL || c->settle == NULL)
         goto out;
     snprintf(c->ns_header, hl, "containerd-namespace: %s", namespace_);
     result = c;
@@ -1149,12 +1132,11 @@ ctrd_free(struct ctrd *c)
 {
     if (c == NULL)
         return;
-    if (c->wtimer != NULL && c->settle != NULL)
+    if (c->st != NULL && c->settle != NULL)
         ctrd_watch_stop(c);
     while (c->reqs != NULL)
         ctrd_cancel(c->reqs);
-    if (c->wtimer != NULL)
-        event_free(c->wtimer);
+    stream_free(c->st);
     if (c->settle != NULL)
         event_free(c->settle);
     free(c->socket_cfg);

@@ -17,11 +17,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "backoff.h"
 #include "bounds.h"
 #include "json.h"
 #include "log.h"
 #include "loop.h"
+#include "stream.h"
 
 #define ERR_MAX_BODY (64u << 10)
 /* Containers in one list answer: far more than a node can run. */
@@ -29,37 +29,29 @@
 #define WATCH_BASE_MS  250
 #define REJECT_LOG_MS  10000
 
-enum watch_phase { W_IDLE, W_VERSION, W_CONNECTING, W_OPEN, W_WAITING };
-
 struct docker {
     struct loop *l;
     char *socket;
     long timeout_ms;
-    long reconnect_max_ms;
     char api[16];                     /* negotiated version, "" until known */
     struct docker_engine_info engine; /* the last /version answer */
     bool engine_known;
-    uint32_t rnd;
     struct docker_req *reqs; /* in flight, for docker_free */
     events_label_cb wanted;  /* labels a policy names */
     void *wanted_arg;
 
-    /* The events subscription. */
-    enum watch_phase phase;
+    /* The events subscription: /version, then /events. */
+    struct stream *st;
     struct docker_watch_cbs cbs;
     void *cbs_arg;
     struct http_call *wcall;
     struct events_parser *parser;
-    struct event *wtimer;
-    unsigned wfailures;
     int64_t checkpoint;
-    uint64_t reconnects;
     uint64_t nevents;
     uint64_t rejected;        /* events stepped over, all parsers */
     uint64_t parser_rejected; /* ... of which the current parser's */
     uint64_t rejected_logged;
     uint64_t reject_log_ms; /* when the last line about them was written */
-    bool subscribed_once;
     /* Since the last subscription (after the first), the engine refused
      * or failed a connection: it was down, not just the stream cut. */
     bool unreachable;
@@ -67,7 +59,6 @@ struct docker {
     bool feeding;      /* inside events_parser_feed */
     bool parser_dead;  /* free the parser once the feed returns */
     bool free_pending; /* docker_free ran from an event callback */
-    char lost_why[256];
 };
 
 enum req_kind { REQ_INSPECT, REQ_LIST, REQ_DELETE };
@@ -921,27 +912,24 @@ docker_cancel(struct docker_req *r)
 
 /* ---- the events subscription ----------------------------------------- */
 
-static void watch_connect(struct docker *d);
-
 static void
 watch_retry(struct docker *d, const char *why)
 {
-    uint64_t ms;
-
     if (d->parser != NULL) {
         events_parser_free(d->parser);
         d->parser = NULL;
     }
     d->wcall = NULL;
-    d->wfailures++;
-    ms =
-        backoff_delay_ms(d->wfailures, WATCH_BASE_MS,
-                         (uint64_t)d->reconnect_max_ms, backoff_rand(&d->rnd));
-    d->phase = W_WAITING;
-    snprintf(d->lost_why, sizeof(d->lost_why), "%s", why);
-    loop_timer_ms(d->wtimer, ms);
+    stream_failed(d->st, why);
+}
+
+static void
+on_stream_lost(const char *why, uint64_t retry_ms, void *arg)
+{
+    struct docker *d = arg;
+
     if (d->cbs.on_lost != NULL)
-        d->cbs.on_lost(why, ms, d->cbs_arg);
+        d->cbs.on_lost(why, retry_ms, d->cbs_arg);
 }
 
 static void
@@ -963,13 +951,9 @@ on_events_headers(long status, void *arg)
 
     if (status != 200)
         return; /* on_done reports it */
-    d->phase = W_OPEN;
-    d->wfailures = 0;
-    if (d->subscribed_once)
-        d->reconnects++;
-    d->after_outage = d->subscribed_once && d->unreachable;
+    d->after_outage = stream_was_open(d->st) && d->unreachable;
     d->unreachable = false;
-    d->subscribed_once = true;
+    stream_opened(d->st);
     if (d->cbs.on_subscribed != NULL)
         d->cbs.on_subscribed(d->cbs_arg);
 }
@@ -1011,7 +995,7 @@ on_events_data(const char *buf, size_t len, void *arg)
     struct docker *d = arg;
     int rc;
 
-    if (d->phase != W_OPEN)
+    if (!stream_is_open(d->st))
         return 0; /* an error body; on_done reports the status */
     d->feeding = true;
     rc = events_parser_feed(d->parser, buf, len);
@@ -1095,7 +1079,7 @@ open_events(struct docker *d)
     hr.connect_timeout_ms = d->timeout_ms;
     hr.max_body = ERR_MAX_BODY; /* only error answers are buffered */
     hr.stream = 1;
-    d->phase = W_CONNECTING;
+    stream_connecting(d->st);
     d->wcall = loop_http(d->l, &hr, on_events_headers, on_events_data,
                          on_events_done, d);
     if (d->wcall == NULL)
@@ -1138,8 +1122,9 @@ on_version_done(const struct http_response *res, void *arg)
 }
 
 static void
-watch_connect(struct docker *d)
+watch_connect(void *arg)
 {
+    struct docker *d = arg;
     struct http_request hr;
 
     memset(&hr, 0, sizeof(hr));
@@ -1147,37 +1132,29 @@ watch_connect(struct docker *d)
     hr.unix_socket = d->socket;
     hr.timeout_ms = d->timeout_ms;
     hr.max_body = 1u << 20;
-    d->phase = W_VERSION;
+    stream_connecting(d->st);
     d->wcall = loop_http(d->l, &hr, NULL, NULL, on_version_done, d);
     if (d->wcall == NULL)
         watch_retry(d, "version: could not start the request");
-}
-
-static void
-on_watch_timer(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    watch_connect(arg);
 }
 
 int
 docker_watch_start(struct docker *d, const struct docker_watch_cbs *cbs,
                    void *arg, int64_t since_nano)
 {
-    if (d->phase != W_IDLE)
+    if (stream_phase(d->st) != STREAM_IDLE)
         return 0;
     d->cbs = *cbs;
     d->cbs_arg = arg;
     d->checkpoint = since_nano;
-    watch_connect(d);
+    stream_start(d->st);
     return 0;
 }
 
 void
 docker_watch_stop(struct docker *d)
 {
-    evtimer_del(d->wtimer);
+    stream_stop(d->st);
     if (d->wcall != NULL) {
         loop_http_cancel(d->wcall);
         d->wcall = NULL;
@@ -1192,13 +1169,12 @@ docker_watch_stop(struct docker *d)
         if (!d->feeding)
             d->parser = NULL;
     }
-    d->phase = W_IDLE;
 }
 
 bool
 docker_watch_connected(const struct docker *d)
 {
-    return d->phase == W_OPEN;
+    return stream_is_open(d->st);
 }
 
 int64_t
@@ -1210,7 +1186,7 @@ docker_watch_checkpoint(const struct docker *d)
 uint64_t
 docker_watch_reconnects(const struct docker *d)
 {
-    return d->reconnects;
+    return stream_reconnects(d->st);
 }
 
 uint64_t
@@ -1243,7 +1219,7 @@ docker_watch_unreachable(const struct docker *d)
 bool
 docker_watch_after_outage(const struct docker *d)
 {
-    return d->phase == W_OPEN && d->after_outage;
+    return stream_is_open(d->st) && d->after_outage;
 }
 
 const struct docker_engine_info *
@@ -1262,6 +1238,10 @@ struct docker *
 docker_new(struct loop *l, const char *socket, long request_timeout_ms,
            long reconnect_max_ms)
 {
+    static const struct stream_cbs scbs = {
+        .connect = watch_connect,
+        .lost = on_stream_lost,
+    };
     struct docker *d = calloc(1, sizeof(*d));
 
     if (d == NULL)
@@ -1269,10 +1249,11 @@ docker_new(struct loop *l, const char *socket, long request_timeout_ms,
     d->l = l;
     d->socket = strdup(socket);
     d->timeout_ms = request_timeout_ms;
-    d->reconnect_max_ms = reconnect_max_ms > 0 ? reconnect_max_ms : 30000;
-    d->rnd = (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 16) ^ 1u;
-    d->wtimer = evtimer_new(loop_base(l), on_watch_timer, d);
-    if (d->socket == NULL || d->wtimer == NULL) {
+    d->st =
+        stream_new(l, &scbs, d, WATCH_BASE_MS,
+                   (uint64_t)(reconnect_max_ms > 0 ? reconnect_max_ms : 30000),
+                   (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 16) ^ 1u);
+    if (d->socket == NULL || d->st == NULL) {
         docker_free(d);
         return NULL;
     }
@@ -1284,7 +1265,7 @@ docker_free(struct docker *d)
 {
     if (d == NULL)
         return;
-    if (d->wtimer != NULL)
+    if (d->st != NULL)
         docker_watch_stop(d);
     if (d->feeding) {
         /* Called from an event callback: the feed below us still uses
@@ -1296,8 +1277,7 @@ docker_free(struct docker *d)
     }
     while (d->reqs != NULL)
         docker_cancel(d->reqs);
-    if (d->wtimer != NULL)
-        event_free(d->wtimer);
+    stream_free(d->st);
     free(d->socket);
     free(d);
 }
