@@ -87,6 +87,7 @@
 
 #include "bounds.h"
 #include "json.h"
+#include "jsonw.h"
 
 #define CONFIG_MAX_BYTES (1024 * 1024)
 #define MAX_PROBLEMS     100
@@ -1432,21 +1433,6 @@ config_errors_clear(struct config_errors *errs)
 #define REDACTED "<redacted>"
 
 static void
-gen_str(yajl_gen g, const char *s)
-{
-    if (!s)
-        yajl_gen_null(g);
-    else
-        yajl_gen_string(g, (const unsigned char *)s, strlen(s));
-}
-
-static void
-gen_int(yajl_gen g, int64_t v)
-{
-    yajl_gen_integer(g, (long long)v);
-}
-
-static void
 gen_fields(yajl_gen g, const struct config *cfg, const struct field *f,
            size_t n)
 {
@@ -1455,13 +1441,13 @@ gen_fields(yajl_gen g, const struct config *cfg, const struct field *f,
     for (i = 0; i < n; i++) {
         const char *base = (const char *)cfg + f[i].off;
 
-        gen_str(g, f[i].key);
+        jw_str(g, f[i].key);
         if (f[i].type == F_INT)
-            gen_int(g, *(const int64_t *)(const void *)base);
+            jw_int(g, *(const int64_t *)(const void *)base);
         else if (f[i].type == F_BOOL)
             yajl_gen_bool(g, *(const bool *)(const void *)base);
         else
-            gen_str(g, *(char *const *)(const void *)base);
+            jw_str(g, *(char *const *)(const void *)base);
     }
 }
 
@@ -1469,7 +1455,7 @@ static void
 gen_section(yajl_gen g, const struct config *cfg, const char *name,
             const struct field *f, size_t n)
 {
-    gen_str(g, name);
+    jw_str(g, name);
     yajl_gen_map_open(g);
     gen_fields(g, cfg, f, n);
     yajl_gen_map_close(g);
@@ -1516,41 +1502,41 @@ gen_policy(yajl_gen g, const struct policy *p)
     size_t i;
 
     yajl_gen_map_open(g);
-    gen_str(g, "name");
-    gen_str(g, p->name);
-    gen_str(g, "match");
+    jw_str(g, "name");
+    jw_str(g, p->name);
+    jw_str(g, "match");
     yajl_gen_map_open(g);
-    gen_str(g, "labels");
+    jw_str(g, "labels");
     yajl_gen_map_open(g);
     for (i = 0; i < p->nmatch_labels; i++) {
-        gen_str(g, p->match_labels[i].key);
-        gen_str(g, p->match_labels[i].value);
+        jw_str(g, p->match_labels[i].key);
+        jw_str(g, p->match_labels[i].value);
     }
     yajl_gen_map_close(g);
     if (p->match_name) {
-        gen_str(g, "name");
-        gen_str(g, p->match_name);
+        jw_str(g, "name");
+        jw_str(g, p->match_name);
     }
     if (p->match_image) {
-        gen_str(g, "image");
-        gen_str(g, p->match_image);
+        jw_str(g, "image");
+        jw_str(g, p->match_image);
     }
     yajl_gen_map_close(g);
-    gen_str(g, "action");
-    gen_str(g, policy_action_name(p->action));
-    gen_str(g, "delay_ms");
-    gen_int(g, p->delay_ms);
-    gen_str(g, "force");
+    jw_str(g, "action");
+    jw_str(g, policy_action_name(p->action));
+    jw_str(g, "delay_ms");
+    jw_int(g, p->delay_ms);
+    jw_str(g, "force");
     yajl_gen_bool(g, p->force);
-    gen_str(g, "remove_volumes");
+    jw_str(g, "remove_volumes");
     yajl_gen_bool(g, p->remove_volumes);
-    gen_str(g, "reap_leaked_tasks");
+    jw_str(g, "reap_leaked_tasks");
     yajl_gen_bool(g, p->reap_leaked_tasks);
-    gen_str(g, "report");
+    jw_str(g, "report");
     yajl_gen_bool(g, p->report);
     /* Not kept once validated, but implied: a remove policy that loaded
      * with an empty match must have said it. */
-    gen_str(g, "allow_match_all");
+    jw_str(g, "allow_match_all");
     yajl_gen_bool(g, p->action == POLICY_REMOVE && !p->nmatch_labels &&
                          !p->match_name && !p->match_image);
     yajl_gen_map_close(g);
@@ -1562,9 +1548,8 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
     static const char *const level_names[] = {"debug", "info", "warn",
                                               "error"};
     yajl_gen g = yajl_gen_alloc(NULL);
-    const unsigned char *buf;
     char *url = NULL, *out = NULL;
-    size_t i, n;
+    size_t i;
 
     if (!g)
         return NULL;
@@ -1574,8 +1559,8 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
             goto out;
     }
     yajl_gen_map_open(g);
-    gen_str(g, "source");
-    gen_str(g, cfg->source);
+    jw_str(g, "source");
+    jw_str(g, cfg->source);
     gen_fields(g, cfg, top_fields, NFIELDS(top_fields));
     gen_section(g, cfg, "docker", docker_fields, NFIELDS(docker_fields));
     gen_section(g, cfg, "containerd", containerd_fields,
@@ -1584,53 +1569,46 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
                 NFIELDS(retention_fields));
     gen_section(g, cfg, "status", status_fields, NFIELDS(status_fields));
 
-    gen_str(g, "upstream");
+    jw_str(g, "upstream");
     yajl_gen_map_open(g);
     for (i = 0; i < NFIELDS(upstream_fields); i++) {
         if (upstream_fields[i].off == AT(upstream_url) && redact) {
-            gen_str(g, "url");
-            gen_str(g, url);
+            jw_str(g, "url");
+            jw_str(g, url);
             continue;
         }
         gen_fields(g, cfg, &upstream_fields[i], 1);
     }
-    gen_str(g, "headers");
+    jw_str(g, "headers");
     yajl_gen_map_open(g);
     for (i = 0; i < cfg->nupstream_headers; i++) {
-        gen_str(g, cfg->upstream_headers[i].name);
-        gen_str(g, redact ? REDACTED : cfg->upstream_headers[i].value);
+        jw_str(g, cfg->upstream_headers[i].name);
+        jw_str(g, redact ? REDACTED : cfg->upstream_headers[i].value);
     }
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
 
     gen_section(g, cfg, "delete", delete_fields, NFIELDS(delete_fields));
-    gen_str(g, "policies");
+    jw_str(g, "policies");
     yajl_gen_array_open(g);
     for (i = 0; i < cfg->policies.count; i++)
         gen_policy(g, &cfg->policies.items[i]);
     yajl_gen_array_close(g);
-    gen_str(g, "default_action");
-    gen_str(g, policy_action_name(cfg->policies.default_action));
-    gen_str(g, "log");
+    jw_str(g, "default_action");
+    jw_str(g, policy_action_name(cfg->policies.default_action));
+    jw_str(g, "log");
     yajl_gen_map_open(g);
-    gen_str(g, "level");
-    gen_str(g, level_names[cfg->log_level]);
-    gen_str(g, "format");
-    gen_str(g, cfg->log_format == LOG_JSON ? "json" : "text");
+    jw_str(g, "level");
+    jw_str(g, level_names[cfg->log_level]);
+    jw_str(g, "format");
+    jw_str(g, cfg->log_format == LOG_JSON ? "json" : "text");
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
-
-    if (yajl_gen_get_buf(g, &buf, &n) != yajl_gen_status_ok)
-        goto out;
-    out = malloc(n + 1);
-    if (!out)
-        goto out;
-    memcpy(out, buf, n);
-    out[n] = '\0';
-    if (len)
-        *len = n;
+    out = jw_finish(g, len);
+    g = NULL;
 out:
     free(url);
-    yajl_gen_free(g);
+    if (g != NULL)
+        yajl_gen_free(g);
     return out;
 }

@@ -14,6 +14,7 @@
 
 #include "bounds.h"
 #include "json.h"
+#include "jsonw.h"
 #include "report.h"
 
 /* What the reader accepts: whatever record_to_json writes (bounds.h),
@@ -32,112 +33,62 @@ struct record {
     struct label *labels;
 };
 
-static void
-key(yajl_gen g, const char *k)
-{
-    yajl_gen_string(g, (const unsigned char *)k, strlen(k));
-}
-
-/* `v` cut to at most `max` bytes (report_text_len), or null. */
-static void
-kstr_max(yajl_gen g, const char *k, const char *v, size_t max)
-{
-    key(g, k);
-    if (v == NULL)
-        yajl_gen_null(g);
-    else
-        yajl_gen_string(g, (const unsigned char *)v, report_text_len(v, max));
-}
-
-static void
-kstr(yajl_gen g, const char *k, const char *v)
-{
-    kstr_max(g, k, v, REPORT_TEXT_MAX);
-}
-
-static void
-kint(yajl_gen g, const char *k, long long v)
-{
-    key(g, k);
-    yajl_gen_integer(g, v);
-}
-
-static void
-kbool(yajl_gen g, const char *k, bool v)
-{
-    key(g, k);
-    yajl_gen_bool(g, v);
-}
-
 char *
 record_to_json(const struct lc *c, const struct record_meta *m, size_t *len)
 {
     yajl_gen g = yajl_gen_alloc(NULL);
-    const unsigned char *buf;
-    size_t n;
-    char *out = NULL;
 
     if (g == NULL)
         return NULL;
     yajl_gen_map_open(g);
-    kint(g, "v", RECORD_VERSION);
-    kstr(g, "state", lc_state_name(c->state));
-    kint(g, "action", c->p.action);
-    kint(g, "delay_ms", c->p.delay_ms);
-    kint(g, "poll_interval_ms", c->p.poll_interval_ms);
-    kint(g, "warn_after_ms", c->p.warn_after_ms);
-    kint(g, "give_up_after_ms", c->p.give_up_after_ms);
-    kint(g, "retry_base_ms", c->p.retry_base_ms);
-    kint(g, "retry_max_ms", c->p.retry_max_ms);
-    kbool(g, "containerd", c->p.containerd);
-    kbool(g, "reap_leaked_tasks", c->p.reap_leaked_tasks);
-    kbool(g, "ran", c->ran);
-    kbool(g, "exited", c->exited);
-    kbool(g, "die_seen", c->die_seen);
-    kbool(g, "die_has_code", c->die_has_code);
-    kint(g, "die_code", c->die_code);
-    kbool(g, "exit_known", c->exit_known);
-    kint(g, "exit_code", c->exit_code);
-    kint(g, "source", c->source);
-    kbool(g, "oom_killed", c->oom_killed);
-    kbool(g, "destroy_seen", c->destroy_seen);
-    kbool(g, "gone_polled", c->gone_polled);
-    kbool(g, "removed_by_us", c->removed_by_us);
-    kint(g, "delete_attempts", c->delete_attempts);
-    kint(g, "anomalies", c->anomalies);
-    kbool(g, "removed", c->removed);
-    kint(g, "cleanup_ms", (long long)c->cleanup_ms);
-    kbool(g, "task_exit_seen", c->task_exit_seen);
-    kint(g, "task_exit_code", c->task_exit_code);
-    kbool(g, "task_delete_seen", c->task_delete_seen);
-    kbool(g, "task_gone_polled", c->task_gone_polled);
-    kbool(g, "task_reaped_done", c->task_reaped_done);
-    kint(g, "task_deleted", c->task_deleted);
+    jw_key_int(g, "v", RECORD_VERSION);
+    report_gen_text(g, "state", lc_state_name(c->state), REPORT_TEXT_MAX);
+    jw_key_int(g, "action", c->p.action);
+    jw_key_int(g, "delay_ms", c->p.delay_ms);
+    jw_key_int(g, "poll_interval_ms", c->p.poll_interval_ms);
+    jw_key_int(g, "warn_after_ms", c->p.warn_after_ms);
+    jw_key_int(g, "give_up_after_ms", c->p.give_up_after_ms);
+    jw_key_int(g, "retry_base_ms", c->p.retry_base_ms);
+    jw_key_int(g, "retry_max_ms", c->p.retry_max_ms);
+    jw_key_bool(g, "containerd", c->p.containerd);
+    jw_key_bool(g, "reap_leaked_tasks", c->p.reap_leaked_tasks);
+    jw_key_bool(g, "ran", c->ran);
+    jw_key_bool(g, "exited", c->exited);
+    jw_key_bool(g, "die_seen", c->die_seen);
+    jw_key_bool(g, "die_has_code", c->die_has_code);
+    jw_key_int(g, "die_code", c->die_code);
+    jw_key_bool(g, "exit_known", c->exit_known);
+    jw_key_int(g, "exit_code", c->exit_code);
+    jw_key_int(g, "source", c->source);
+    jw_key_bool(g, "oom_killed", c->oom_killed);
+    jw_key_bool(g, "destroy_seen", c->destroy_seen);
+    jw_key_bool(g, "gone_polled", c->gone_polled);
+    jw_key_bool(g, "removed_by_us", c->removed_by_us);
+    jw_key_int(g, "delete_attempts", c->delete_attempts);
+    jw_key_int(g, "anomalies", c->anomalies);
+    jw_key_bool(g, "removed", c->removed);
+    jw_key_int(g, "cleanup_ms", (long long)c->cleanup_ms);
+    jw_key_bool(g, "task_exit_seen", c->task_exit_seen);
+    jw_key_int(g, "task_exit_code", c->task_exit_code);
+    jw_key_bool(g, "task_delete_seen", c->task_delete_seen);
+    jw_key_bool(g, "task_gone_polled", c->task_gone_polled);
+    jw_key_bool(g, "task_reaped_done", c->task_reaped_done);
+    jw_key_int(g, "task_deleted", c->task_deleted);
 
-    kstr_max(g, "name", m->name, LIMIT_NAME_BYTES);
-    kstr_max(g, "image", m->image, LIMIT_IMAGE_BYTES);
-    key(g, "labels");
+    report_gen_text(g, "name", m->name, LIMIT_NAME_BYTES);
+    report_gen_text(g, "image", m->image, LIMIT_IMAGE_BYTES);
+    jw_str(g, "labels");
     report_gen_labels(g, m->labels, m->nlabels);
-    kstr(g, "policy", m->policy);
-    kbool(g, "force", m->force);
-    kbool(g, "volumes", m->volumes);
-    kbool(g, "report_on", m->report_on);
-    kstr(g, "started_at", m->started_at);
-    kstr(g, "finished_at", m->finished_at);
-    kint(g, "die_nano", m->die_nano);
-    kint(g, "exited_wall_ms", m->exited_wall_ms);
+    report_gen_text(g, "policy", m->policy, REPORT_TEXT_MAX);
+    jw_key_bool(g, "force", m->force);
+    jw_key_bool(g, "volumes", m->volumes);
+    jw_key_bool(g, "report_on", m->report_on);
+    report_gen_text(g, "started_at", m->started_at, REPORT_TEXT_MAX);
+    report_gen_text(g, "finished_at", m->finished_at, REPORT_TEXT_MAX);
+    jw_key_int(g, "die_nano", m->die_nano);
+    jw_key_int(g, "exited_wall_ms", m->exited_wall_ms);
     yajl_gen_map_close(g);
-
-    if (yajl_gen_get_buf(g, &buf, &n) == yajl_gen_status_ok) {
-        out = malloc(n + 1);
-        if (out != NULL) {
-            memcpy(out, buf, n);
-            out[n] = '\0';
-            *len = n;
-        }
-    }
-    yajl_gen_free(g);
-    return out;
+    return jw_finish(g, len);
 }
 
 /* Reading: every field optional (zero when absent), every present one

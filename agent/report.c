@@ -17,6 +17,7 @@
 #include <yajl/yajl_gen.h>
 
 #include "json.h"
+#include "jsonw.h"
 #include "log.h"
 
 /* What a report writes besides its labels, name and image must fit the
@@ -196,27 +197,17 @@ report_text_len(const char *s, size_t max)
     return n;
 }
 
-static void
-gen_str(yajl_gen g, const char *s)
+void
+report_gen_text(struct yajl_gen_t *g, const char *k, const char *v, size_t max)
 {
-    yajl_gen_string(g, (const unsigned char *)s, strlen(s));
-}
-
-/* `k` (ours) and `v` cut to at most `max` bytes, or null. */
-static void
-gen_key_text(yajl_gen g, const char *k, const char *v, size_t max)
-{
-    gen_str(g, k);
-    if (v != NULL)
-        yajl_gen_string(g, (const unsigned char *)v, report_text_len(v, max));
-    else
-        yajl_gen_null(g);
+    jw_str(g, k);
+    jw_strn(g, v, v != NULL ? report_text_len(v, max) : 0);
 }
 
 static void
 gen_key_str(yajl_gen g, const char *k, const char *v)
 {
-    gen_key_text(g, k, v, REPORT_TEXT_MAX);
+    report_gen_text(g, k, v, REPORT_TEXT_MAX);
 }
 
 size_t
@@ -250,30 +241,11 @@ report_gen_labels(struct yajl_gen_t *g, const struct label *labels, size_t n)
 
 /* ---- the report --------------------------------------------------------- */
 
-static void
-gen_key_int(yajl_gen g, const char *k, bool has, long long v)
-{
-    gen_str(g, k);
-    if (has)
-        yajl_gen_integer(g, v);
-    else
-        yajl_gen_null(g);
-}
-
-static void
-gen_key_bool(yajl_gen g, const char *k, bool v)
-{
-    gen_str(g, k);
-    yajl_gen_bool(g, v);
-}
-
 char *
 report_to_json(const struct report *r, size_t *len)
 {
     yajl_gen g;
-    const unsigned char *buf;
-    size_t n, i;
-    char *out = NULL;
+    size_t i;
 
     g = yajl_gen_alloc(NULL);
     if (g == NULL)
@@ -282,29 +254,29 @@ report_to_json(const struct report *r, size_t *len)
     gen_key_str(g, "report_id", r->report_id);
     gen_key_str(g, "node", r->node);
     gen_key_str(g, "container_id", r->container_id);
-    gen_key_text(g, "name", r->name, LIMIT_NAME_BYTES);
-    gen_key_text(g, "image", r->image, LIMIT_IMAGE_BYTES);
-    gen_str(g, "labels");
+    report_gen_text(g, "name", r->name, LIMIT_NAME_BYTES);
+    report_gen_text(g, "image", r->image, LIMIT_IMAGE_BYTES);
+    jw_str(g, "labels");
     report_gen_labels(g, r->labels, r->nlabels);
     gen_key_str(g, "policy", r->policy);
     gen_key_str(g, "action", r->action);
-    gen_key_int(g, "exit_code", r->exit_known, r->exit_code);
+    jw_key_int_or_null(g, "exit_code", r->exit_known, r->exit_code);
     gen_key_str(g, "exit_code_source",
                 r->exit_known ? r->exit_code_source : NULL);
-    gen_key_int(g, "engine_exit_code", r->has_engine_exit_code,
-                r->engine_exit_code);
-    gen_key_bool(g, "oom_killed", r->oom_killed);
+    jw_key_int_or_null(g, "engine_exit_code", r->has_engine_exit_code,
+                       r->engine_exit_code);
+    jw_key_bool(g, "oom_killed", r->oom_killed);
     gen_key_str(g, "started_at", r->started_at);
     gen_key_str(g, "finished_at", r->finished_at);
-    gen_key_bool(g, "removed", r->removed);
-    gen_str(g, "task_deleted");
+    jw_key_bool(g, "removed", r->removed);
+    jw_str(g, "task_deleted");
     if (r->task_deleted < 0)
         yajl_gen_null(g);
     else
         yajl_gen_bool(g, r->task_deleted != 0);
-    gen_key_int(g, "cleanup_ms", true, (long long)r->cleanup_ms);
-    gen_key_int(g, "delete_attempts", true, r->delete_attempts);
-    gen_str(g, "anomalies");
+    jw_key_int_or_null(g, "cleanup_ms", true, (long long)r->cleanup_ms);
+    jw_key_int_or_null(g, "delete_attempts", true, r->delete_attempts);
+    jw_str(g, "anomalies");
     yajl_gen_array_open(g);
     for (i = 0; i < r->nanomalies && i < REPORT_ANOMALIES_MAX; i++)
         yajl_gen_string(g, (const unsigned char *)r->anomalies[i],
@@ -313,17 +285,7 @@ report_to_json(const struct report *r, size_t *len)
     gen_key_str(g, "removed_by", r->removed_by);
     gen_key_str(g, "reported_at", r->reported_at);
     yajl_gen_map_close(g);
-
-    if (yajl_gen_get_buf(g, &buf, &n) == yajl_gen_status_ok) {
-        out = malloc(n + 1);
-        if (out != NULL) {
-            memcpy(out, buf, n);
-            out[n] = '\0';
-            *len = n;
-        }
-    }
-    yajl_gen_free(g);
-    return out;
+    return jw_finish(g, len);
 }
 
 /* ---- the state directory ------------------------------------------------ */

@@ -92,6 +92,11 @@ size_t report_text_len(const char *s, size_t max);
 struct yajl_gen_t;
 size_t report_gen_labels(struct yajl_gen_t *g, const struct label *labels,
                          size_t n);
+/* Key `k` (reapd's own) and `v` cut to at most `max` bytes
+ * (report_text_len), or null: how reports and records write the engine's
+ * strings. */
+void report_gen_text(struct yajl_gen_t *g, const char *k, const char *v,
+                     size_t max);
 
 /*
  * Whether `dir` may hold reapd's state: an existing directory, not a

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "loop.h"
 #include "json.h"
+#include "jsonw.h"
 #include "reaper.h"
 #include "store.h"
 #include "upstream.h"
@@ -563,15 +564,6 @@ send_json(struct evhttp_request *req, int code, const char *reason, yajl_gen g)
 }
 
 static void
-gstr(yajl_gen g, const char *s)
-{
-    if (s == NULL)
-        yajl_gen_null(g);
-    else
-        yajl_gen_string(g, (const unsigned char *)s, strlen(s));
-}
-
-static void
 send_error(struct evhttp_request *req, int code, const char *reason,
            const char *msg)
 {
@@ -582,8 +574,8 @@ send_error(struct evhttp_request *req, int code, const char *reason,
         return;
     }
     yajl_gen_map_open(g);
-    gstr(g, "error");
-    gstr(g, msg);
+    jw_str(g, "error");
+    jw_str(g, msg);
     yajl_gen_map_close(g);
     send_json(req, code, reason, g);
     yajl_gen_free(g);
@@ -601,11 +593,11 @@ serve_readyz(struct status *s, struct evhttp_request *req)
         return;
     }
     yajl_gen_map_open(g);
-    gstr(g, "ready");
+    jw_str(g, "ready");
     yajl_gen_bool(g, ready);
     if (!ready) {
-        gstr(g, "reason");
-        gstr(g, why);
+        jw_str(g, "reason");
+        jw_str(g, why);
     }
     yajl_gen_map_close(g);
     send_json(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", g);
@@ -618,35 +610,35 @@ gen_container(yajl_gen g, const struct reaper_view *v)
     const struct lc *lc = v->lc;
 
     yajl_gen_map_open(g);
-    gstr(g, "container_id");
-    gstr(g, v->id);
-    gstr(g, "name");
-    gstr(g, v->name);
-    gstr(g, "image");
-    gstr(g, v->image);
-    gstr(g, "policy");
-    gstr(g, v->policy);
-    gstr(g, "state");
-    gstr(g, lc_state_name(v->state));
-    gstr(g, "exit_code");
+    jw_str(g, "container_id");
+    jw_str(g, v->id);
+    jw_str(g, "name");
+    jw_str(g, v->name);
+    jw_str(g, "image");
+    jw_str(g, v->image);
+    jw_str(g, "policy");
+    jw_str(g, v->policy);
+    jw_str(g, "state");
+    jw_str(g, lc_state_name(v->state));
+    jw_str(g, "exit_code");
     if (lc->exit_known)
         yajl_gen_integer(g, lc->exit_code);
     else
         yajl_gen_null(g);
-    gstr(g, "exit_code_source");
-    gstr(g, lc_source_name(lc->source));
-    gstr(g, "engine_exit_code");
+    jw_str(g, "exit_code_source");
+    jw_str(g, lc_source_name(lc->source));
+    jw_str(g, "engine_exit_code");
     if (lc->die_has_code)
         yajl_gen_integer(g, lc->die_code);
     else
         yajl_gen_null(g);
-    gstr(g, "destroy_seen");
+    jw_str(g, "destroy_seen");
     yajl_gen_bool(g, lc->destroy_seen);
-    gstr(g, "gone_polled");
+    jw_str(g, "gone_polled");
     yajl_gen_bool(g, lc->gone_polled);
-    gstr(g, "delete_attempts");
+    jw_str(g, "delete_attempts");
     yajl_gen_integer(g, lc->delete_attempts);
-    gstr(g, "task_deleted");
+    jw_str(g, "task_deleted");
     if (lc->task_deleted < 0)
         yajl_gen_null(g);
     else
@@ -683,7 +675,7 @@ serve_containers(struct status *s, struct evhttp_request *req, const char *id)
     }
     if (id == NULL) {
         yajl_gen_map_open(f.g);
-        gstr(f.g, "containers");
+        jw_str(f.g, "containers");
         yajl_gen_array_open(f.g);
     }
     reaper_foreach(s->reaper, visit, &f);
@@ -981,20 +973,20 @@ visit_leak(const struct reaper_leak_view *v, void *arg)
     yajl_gen g = arg;
 
     yajl_gen_map_open(g);
-    gstr(g, "container_id");
-    gstr(g, v->id);
-    gstr(g, "pid");
+    jw_str(g, "container_id");
+    jw_str(g, v->id);
+    jw_str(g, "pid");
     yajl_gen_integer(g, v->pid);
-    gstr(g, "status");
-    gstr(g, v->stopped ? "stopped" : "running");
-    gstr(g, "audits_seen");
+    jw_str(g, "status");
+    jw_str(g, v->stopped ? "stopped" : "running");
+    jw_str(g, "audits_seen");
     yajl_gen_integer(g, v->audits_seen);
-    gstr(g, "reaping");
+    jw_str(g, "reaping");
     yajl_gen_bool(g, v->reaping);
-    gstr(g, "failures");
+    jw_str(g, "failures");
     yajl_gen_integer(g, v->failures);
-    gstr(g, "last_error");
-    gstr(g, v->last_error);
+    jw_str(g, "last_error");
+    jw_str(g, v->last_error);
     yajl_gen_map_close(g);
 }
 
@@ -1010,9 +1002,9 @@ serve_leaks(struct status *s, struct evhttp_request *req)
     }
     reaper_stats(s->reaper, &st);
     yajl_gen_map_open(g);
-    gstr(g, "containerd");
+    jw_str(g, "containerd");
     yajl_gen_bool(g, st.containerd);
-    gstr(g, "leaks");
+    jw_str(g, "leaks");
     yajl_gen_array_open(g);
     reaper_foreach_leak(s->reaper, visit_leak, g);
     yajl_gen_array_close(g);
@@ -1102,7 +1094,7 @@ serve_reports(struct status *s, struct evhttp_request *req)
         return;
     }
     yajl_gen_map_open(g);
-    gstr(g, "reports");
+    jw_str(g, "reports");
     yajl_gen_array_open(g);
     for (i = 0; i < list.n; i++) {
         const struct store_report *r = &list.v[i];
@@ -1111,17 +1103,17 @@ serve_reports(struct status *s, struct evhttp_request *req)
         if (r->body != NULL)
             body = json_parse(r->body, r->body_len, &lim, 0, NULL, 0, NULL);
         yajl_gen_map_open(g);
-        gstr(g, "report_id");
-        gstr(g, r->report_id);
-        gstr(g, "delivery");
-        gstr(g, store_state_name(r->state));
-        gstr(g, "attempts");
+        jw_str(g, "report_id");
+        jw_str(g, r->report_id);
+        jw_str(g, "delivery");
+        jw_str(g, store_state_name(r->state));
+        jw_str(g, "attempts");
         yajl_gen_integer(g, r->attempts);
-        gstr(g, "last_error");
-        gstr(g, r->last_error);
-        gstr(g, "dead_reason");
-        gstr(g, store_dead_reason_name(r->dead_reason));
-        gstr(g, "report");
+        jw_str(g, "last_error");
+        jw_str(g, r->last_error);
+        jw_str(g, "dead_reason");
+        jw_str(g, store_dead_reason_name(r->dead_reason));
+        jw_str(g, "report");
         if (body != NULL)
             gen_node(g, body);
         else
@@ -1265,7 +1257,7 @@ on_request(struct evhttp_request *req, void *arg)
             return;
         }
         yajl_gen_map_open(g);
-        gstr(g, "live");
+        jw_str(g, "live");
         yajl_gen_bool(g, 1);
         yajl_gen_map_close(g);
         send_json(req, 200, "OK", g);
