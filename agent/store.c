@@ -1459,46 +1459,42 @@ out:
     return result;
 }
 
-int
-store_due(struct store *st, int64_t now_ms, size_t max,
-          struct store_reports *out)
+/* Lists at most `max` reports with statement `id`, whose parameters
+ * are `p1` and `p2`. */
+static int
+list_with(struct store *st, enum stmt_id id, int64_t p1, int64_t p2,
+          size_t max, const char *what, struct store_reports *out)
 {
-    sqlite3_stmt *s = st->stmt[S_DUE];
+    sqlite3_stmt *s = st->stmt[id];
     int result;
 
     out->v = NULL;
     out->n = 0;
     if (max > STORE_LIST_MAX)
-        return invalid(st, "due reports");
-    result = bind_int(st, s, 1, now_ms, "due reports");
+        return invalid(st, what);
+    result = bind_int(st, s, 1, p1, what);
     if (result == STORE_OK)
-        result = bind_int(st, s, 2, (int64_t)max, "due reports");
+        result = bind_int(st, s, 2, p2, what);
     if (result != STORE_OK) {
         done(s);
         return result;
     }
-    return list_reports(st, s, out, "due reports");
+    return list_reports(st, s, out, what);
+}
+
+int
+store_due(struct store *st, int64_t now_ms, size_t max,
+          struct store_reports *out)
+{
+    return list_with(st, S_DUE, now_ms, (int64_t)max, max, "due reports", out);
 }
 
 int
 store_recent(struct store *st, size_t max, bool with_body,
              struct store_reports *out)
 {
-    sqlite3_stmt *s = st->stmt[S_RECENT];
-    int result;
-
-    out->v = NULL;
-    out->n = 0;
-    if (max > STORE_LIST_MAX)
-        return invalid(st, "recent reports");
-    result = bind_int(st, s, 1, (int64_t)max, "recent reports");
-    if (result == STORE_OK)
-        result = bind_int(st, s, 2, with_body, "recent reports");
-    if (result != STORE_OK) {
-        done(s);
-        return result;
-    }
-    return list_reports(st, s, out, "recent reports");
+    return list_with(st, S_RECENT, (int64_t)max, with_body, max,
+                     "recent reports", out);
 }
 
 /* The one report statement `id` finds for `key` (?1; ?2: with_body). */
