@@ -877,6 +877,40 @@ assert_acts_(const struct lc_result *r, const int *want, const char *file,
         ACTS(&(s)->r, __VA_ARGS__);                                           \
     } while (0)
 
+/*
+ * Leads a fresh scenario to `want` the usual way: a start, a die with
+ * `code`, an inspect that says exited with `code` (QUEUED; DELAYING with
+ * a delay; KEPT with keep), then the delay's timer, the slot and the
+ * DELETE's 2xx, as far as `want` needs. Each step is checked like any
+ * other (invariants, state); the exact actions of these steps are pinned
+ * by the tests of their own rules (test_queue, test_policy_delay...), so
+ * a scenario about what comes after need not write them out again.
+ */
+static void
+sc_reach_(struct sc *s, enum lc_state want, int code, const char *file,
+          int line)
+{
+    const struct lc_obs path[] = {
+        ob(OBS_EVENT_START), ob_die(code), ob_insp(LC_RUN_EXITED, code),
+        ob(OBS_TIMER_STEP),  ob(OBS_SLOT), ob(OBS_DELETE_DONE),
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof(path) / sizeof(path[0]); i++) {
+        if (path[i].kind == OBS_TIMER_STEP && s->c.state != LC_DELAYING)
+            continue;
+        sc_step(s, path[i]);
+        if (s->c.state == want)
+            return;
+    }
+    print_error("%s:%d: the usual way does not lead to %s (it ends in %s)\n",
+                file, line, lc_state_name(want), lc_state_name(s->c.state));
+    _fail(file, line);
+}
+
+#define SC_REACH(s, want, code)                                               \
+    sc_reach_((s), (want), (code), __FILE__, __LINE__)
+
 /* The ms of the only action of kind k. */
 static uint64_t
 act_ms(const struct lc_result *r, enum lc_act_kind k)
@@ -3523,9 +3557,7 @@ test_delete_timeout_genuine_255(void **state)
 
     (void)state;
     sc_init(&s, p_remove());
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(255), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 255);
     assert_int_equal(s.c.exit_code, 255);
     assert_int_equal(s.c.anomalies, 0);
 }
@@ -3702,10 +3734,7 @@ test_delete_retried(void **state)
     (void)state;
     sc_init(&s, p_remove());
     s.rnd = 0; /* the lower edge of the jitter: exactly d/2 */
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(0), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 0), LC_QUEUED, ACT_WANT_SLOT);
-    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    SC_REACH(&s, LC_REMOVING, 0);
     r = sc_step(&s, ob(OBS_DELETE_FAILED));
     assert_int_equal(s.c.state, LC_REMOVING);
     ACTS(r, ACT_STEP_TIMER);
@@ -3740,10 +3769,7 @@ test_delete_retry_capped(void **state)
     (void)state;
     sc_init(&s, p_remove());
     s.rnd = UINT32_MAX;
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(0), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 0), LC_QUEUED, ACT_WANT_SLOT);
-    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    SC_REACH(&s, LC_REMOVING, 0);
     for (i = 1; i <= 40; i++) {
         uint64_t d;
 
@@ -3767,10 +3793,7 @@ test_delete_conflict_polls(void **state)
 
     (void)state;
     sc_init(&s, p_remove());
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
-    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    SC_REACH(&s, LC_REMOVING, 3);
     r = sc_step(&s, ob(OBS_DELETE_CONFLICT));
     assert_int_equal(s.c.state, LC_CONFIRMING);
     ACTS(r, ACT_STEP_TIMER);
@@ -3801,10 +3824,7 @@ test_delete_conflict_then_still_exited(void **state)
     (void)state;
     sc_init(&s, p_remove());
     s.rnd = 0;
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
-    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    SC_REACH(&s, LC_REMOVING, 3);
     STEP(&s, ob(OBS_DELETE_CONFLICT), LC_CONFIRMING, ACT_STEP_TIMER);
     STEP(&s, ob(OBS_TIMER_STEP), LC_CONFIRMING, ACT_INSPECT);
     r = sc_step(&s, ob_insp(LC_RUN_EXITED, 3));
@@ -3911,6 +3931,7 @@ test_queue(void **state)
 
     (void)state;
     sc_init(&s, p_remove());
+    /* The way every SC_REACH takes, its actions pinned here. */
     STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
     STEP(&s, ob_die(5), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
     STEP(&s, ob_insp(LC_RUN_EXITED, 5), LC_QUEUED, ACT_WANT_SLOT);
@@ -3942,9 +3963,7 @@ test_queue_left_on_inspect_gone(void **state)
 
     (void)state;
     sc_init(&s, p_remove());
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(5), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 5), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 5);
     STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_DROP_SLOT,
          ACT_STEP_CANCEL, ACT_STEP_TIMER);
 }
@@ -4405,9 +4424,7 @@ test_containerd_lost_shim_255_ranks_below_engine(void **state)
 
     /* The 255 after the exit was settled from inspect changes nothing. */
     sc_init(&s, p_channel(true));
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(9), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 9), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 9);
     STEP(&s, ob_task_exit(255), LC_QUEUED, NOACT);
     assert_int_equal(s.c.exit_code, 9);
     assert_int_equal(s.c.source, LC_SRC_INSPECT);
@@ -4506,9 +4523,7 @@ test_containerd_task_gone_by_itself_after_timeout(void **state)
     /* The same, but reapd's Tasks.Get finds it gone first: the task went
      * without reapd, its containerd container is still deleted. */
     sc_init(&s, p_channel(true));
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 7);
     to_task_phase(&s);
     STEP(&s, ob_task_present(false), LC_TASK_REAPING, ACT_TASK_DELETE);
     STEP(&s, ob(OBS_TASK_DELETE_FAILED), LC_TASK_REAPING, ACT_STEP_TIMER);
@@ -4537,9 +4552,7 @@ test_containerd_task_gone_by_itself_after_timeout(void **state)
      * task is gone: it may have gone by containerd's cleanup, leaving its
      * containerd container: deleted too. */
     sc_init(&s, p_channel(true));
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 7);
     to_task_phase(&s);
     STEP(&s, ob(OBS_TASK_FAILED), LC_TASK_CONFIRMING, ACT_STEP_TIMER);
     STEP(&s, ob(OBS_TIMER_STEP), LC_TASK_CONFIRMING, ACT_TASK_GET);
@@ -4550,9 +4563,7 @@ test_containerd_task_gone_by_itself_after_timeout(void **state)
 
     /* Without a timeout (the engine deleted both), nothing more. */
     sc_init(&s, p_channel(true));
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(7), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 7), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 7);
     to_task_phase(&s);
     STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_CONFIRMING, NOACT);
     STEP(&s, ob(OBS_TASK_GONE), LC_DONE, TASK_DONE_WITH_SLOT);
@@ -4881,9 +4892,7 @@ test_containerd_running_task_never_deleted(void **state)
 
     (void)state;
     sc_init(&s, p_channel(true));
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 3);
     to_task_phase(&s);
     for (i = 0; i < 20; i++) {
         sc_step(&s, ob_task_present(true));
@@ -4925,9 +4934,7 @@ test_containerd_task_exit_overrides_inspect(void **state)
 
     (void)state;
     sc_init(&s, p_channel(true));
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(255), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 255);
     assert_int_equal(s.c.source, LC_SRC_INSPECT);
     assert_int_equal(s.c.anomalies, 0);
     STEP(&s, ob_task_exit(7), LC_QUEUED, NOACT);
@@ -5126,9 +5133,7 @@ test_containerd_restart_clears_facts(void **state)
     assert_false(s.c.task_exit_seen);
     assert_false(s.c.task_delete_seen);
     assert_false(s.c.task_gone_polled);
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(2), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 2), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 2);
     /* Not the old run's 1 from containerd. */
     assert_int_equal(s.c.exit_code, 2);
     assert_int_equal(s.c.source, LC_SRC_INSPECT);
@@ -5367,9 +5372,7 @@ test_regress_found_running_while_queued(void **state)
 
     (void)state;
     sc_init(&s, p_remove());
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(0), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 0), LC_QUEUED, ACT_WANT_SLOT);
+    SC_REACH(&s, LC_QUEUED, 0);
     STEP(&s, ob_found(LC_RUN_RUNNING), LC_RUNNING, ACT_DROP_SLOT,
          ACT_STEP_CANCEL, ACT_DEADLINES_CANCEL);
 }
@@ -5540,10 +5543,7 @@ test_regress_abandoned_after_destroy_parks(void **state)
 
     (void)state;
     sc_init(&s, &p);
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_die(6), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(LC_RUN_EXITED, 6), LC_QUEUED, ACT_WANT_SLOT);
-    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    SC_REACH(&s, LC_REMOVING, 6);
     STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
     STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
     STEP(&s, ob(OBS_INSPECT_FAILED), LC_CONFIRMING, ACT_STEP_TIMER);
