@@ -29,6 +29,7 @@
 #include "log.h"
 #include "record.h"
 #include "report.h"
+#include "testutil.h"
 #include "torture.h"
 
 /* ---- test-side helpers (no allocation inside a run) ------------------- */
@@ -139,31 +140,6 @@ static int
 says_oom(const char *msg)
 {
     return msg != NULL && strstr(msg, "out of memory") != NULL;
-}
-
-/* A fixture file, read before any run (so never counted). */
-static char *
-slurp(const char *dir, const char *name, size_t *len)
-{
-    char path[512];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    f = fopen(path, "rb");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
 }
 
 static void
@@ -1229,30 +1205,30 @@ main(void)
 
     /* A list entry the parser skips is logged; keep the output short. */
     log_setup(LOG_ERROR, LOG_TEXT);
-    inspect_text =
-        slurp(FIXTURES_DIR, "docker/inspect-exited-1.41.json", &inspect_len);
-    running_text =
-        slurp(FIXTURES_DIR, "docker/inspect-running-1.41.json", &running_len);
-    list_text = slurp(FIXTURES_DIR, "docker/list-1.41.json", &list_len);
-    events_text = slurp(
+    inspect_text = tu_read_text(
+        FIXTURES_DIR, "docker/inspect-exited-1.41.json", &inspect_len);
+    running_text = tu_read_text(
+        FIXTURES_DIR, "docker/inspect-running-1.41.json", &running_len);
+    list_text = tu_read_text(FIXTURES_DIR, "docker/list-1.41.json", &list_len);
+    events_text = tu_read_text(
         FIXTURES_DIR, "events/dockerd-20.10.24-run-exit42.jsonl", &events_len);
-    tasks_bin = (uint8_t *)slurp(
+    tasks_bin = (uint8_t *)tu_read_text(
         FIXTURES_DIR, "containerd/tasks-list-1.6.20.bin", &tasks_bin_len);
-    events_bin = (uint8_t *)slurp(FIXTURES_DIR,
-                                  "containerd/events-subscribe-1.6.20.bin",
-                                  &events_bin_len);
+    events_bin = (uint8_t *)tu_read_text(
+        FIXTURES_DIR, "containerd/events-subscribe-1.6.20.bin",
+        &events_bin_len);
     cfg_cases[0].name = "reapd.json";
-    cfg_cases[0].text = slurp(CONFIG_DIR, "reapd.json", &cfg_cases[0].len);
+    cfg_cases[0].text =
+        tu_read_text(CONFIG_DIR, "reapd.json", &cfg_cases[0].len);
     cfg_cases[1].name = "titus-example.json";
     cfg_cases[1].text =
-        slurp(CONFIG_DIR, "titus-example.json", &cfg_cases[1].len);
+        tu_read_text(CONFIG_DIR, "titus-example.json", &cfg_cases[1].len);
     cfg_cases[1].titus = 1;
     if (gethostname(hostname, sizeof(hostname) - 1) != 0)
         hostname[0] = '\0';
     docs_setup();
     stream_setup();
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    tu_test_filters();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(inspect_text);
     free(running_text);

@@ -16,7 +16,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <event2/event.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +34,7 @@
 #include "reaper.h"
 #include "report.h"
 #include "store.h"
+#include "testutil.h"
 #include "torture.h"
 
 #define MAX_REPORTS 8
@@ -68,7 +68,6 @@ struct h {
     struct docker *d;
     struct report_log *rl;
     struct reaper *r;
-    struct event *tick;
     struct json_node *reports[MAX_REPORTS];
     char texts[MAX_REPORTS][1024]; /* as made, for messages */
     int nreports;
@@ -95,14 +94,6 @@ on_report(const char *json, size_t len, void *arg)
     snprintf(h->texts[h->nreports], sizeof(h->texts[0]), "%.*s", (int)len,
              json);
     h->reports[h->nreports++] = doc;
-}
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
 }
 
 /* The last lines of the run's log, after a run went wrong. */
@@ -135,8 +126,6 @@ h_release(struct h *h)
 {
     int i;
 
-    if (h->tick != NULL)
-        event_free(h->tick);
     reaper_free(h->r);
     docker_free(h->d);
     fake_engine_free(h->fe);
@@ -145,7 +134,6 @@ h_release(struct h *h)
     config_free(h->cfg);
     for (i = 0; i < h->nreports; i++)
         json_free(h->reports[i]);
-    h->tick = NULL;
     h->r = NULL;
     h->d = NULL;
     h->fe = NULL;
@@ -184,7 +172,6 @@ static enum torture_outcome
 h_open_in(struct h *h, int fake)
 {
     struct config_errors errs = {0};
-    struct timeval tv = {0, 10000};
     char text[1024];
     size_t i;
     int oom = 0;
@@ -230,11 +217,6 @@ h_open_in(struct h *h, int fake)
     if (h->r == NULL)
         goto failed;
     reaper_on_report(h->r, on_report, h);
-    /* Keeps the loop turning so run_until can look at the clock. */
-    h->tick = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, NULL);
-    if (h->tick == NULL)
-        return torture_wrong("event_new failed");
-    event_add(h->tick, &tv);
     return TORTURE_OK;
 failed:
     h_release(h);
@@ -258,27 +240,18 @@ h_open(struct h *h)
 
 typedef int (*cond_fn)(struct h *h);
 
-/* Runs the loop until `cond` holds (1) or `ms` pass (0). */
+/* Runs the loop until `cond` holds (1) or `ms` pass (0). Not
+ * TU_RUN_UNTIL: a run that stalls is not a failure of the test but a
+ * wrong run, which the verdict then tells. */
 static int
 run_until(struct h *h, cond_fn cond, int ms)
 {
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+    uint64_t deadline = tu_deadline(ms);
 
-    while (!cond(h)) {
-        if (loop_now_ms() > deadline)
+    while (!cond(h))
+        if (!tu_turn(h->l, deadline))
             return 0;
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
-    }
     return 1;
-}
-
-static void
-run_for(struct h *h, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
 }
 
 static int
@@ -473,7 +446,7 @@ run_exit42(void *arg)
      * still not to be touched, which the verdict checks. */
     run_until(h, a_done_b_ignored, DONE_MS);
     /* A second report would come now, if ever. */
-    run_for(h, 30);
+    tu_run_for(h->l, 30);
     return finish(h, verdict(h, "web-1", 42, 1));
 }
 
@@ -556,7 +529,7 @@ run_list_labels(void *arg)
                                        "attributes)"));
     fake_engine_exit(h->fe, A, 42, 42);
     run_until(h, a_done, DONE_MS);
-    run_for(h, 30);
+    tu_run_for(h->l, 30);
     return finish(h, verdict(h, "web-1", 42, 0));
 }
 
@@ -587,7 +560,7 @@ run_relist(void *arg)
     if ((res = h_start(h)) != TORTURE_OK)
         return res == TORTURE_FAILED ? res : finish(h, res);
     run_until(h, a_done_b_ignored, DONE_MS);
-    run_for(h, 30);
+    tu_run_for(h->l, 30);
     return finish(h, verdict(h, "web-1", -1, 1));
 }
 
@@ -791,8 +764,7 @@ main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     log_setup(LOG_INFO, LOG_TEXT);
     H.logfd = -1;
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    tu_test_filters();
     rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
     return rc;

@@ -38,37 +38,18 @@
 #include "grpc.h"
 #include "log.h"
 #include "loop.h"
+#include "testutil.h"
 
 #define ID_EXIT7                                                              \
     "c4f5ba50cafc05d0a85e38fc96254b9165e4b745de4b7792a0d81627a07f925e"
 #define ID_SLEEP                                                              \
     "a066dabeadf3d46aa9d0619fd87707c126a36cb45a42e5a0178258309a441386"
 
+/* Captures from containerd 1.6.20, read whole with no NUL after them
+ * (tu_read_file). */
+#define CTRD_FIXTURES FIXTURES_DIR "/containerd"
+
 /* ---- helpers ---------------------------------------------------------- */
-
-static uint8_t *
-read_fixture(const char *name, size_t *len)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    uint8_t *buf;
-
-    snprintf(path, sizeof(path), "%s/containerd/%s", FIXTURES_DIR, name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        fail_msg("cannot open %s", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* A copy of buf[0..len) in an allocation of exactly len bytes. */
 static uint8_t *
@@ -175,7 +156,9 @@ static void
 test_list_capture(void **state)
 {
     size_t flen, mlen, n, i;
-    uint8_t *file = read_fixture("tasks-list-1.6.20.bin", &flen), *m;
+    uint8_t *file =
+        tu_read_file(CTRD_FIXTURES, "tasks-list-1.6.20.bin", &flen);
+    uint8_t *m;
     const uint8_t *msg;
     const struct ctrd_task *ts;
     struct ctrd_decoded *d;
@@ -273,7 +256,8 @@ static void
 test_events_capture_every_split(void **state)
 {
     size_t flen, step;
-    uint8_t *file = read_fixture("events-subscribe-1.6.20.bin", &flen);
+    uint8_t *file =
+        tu_read_file(CTRD_FIXTURES, "events-subscribe-1.6.20.bin", &flen);
 
     (void)state;
     for (step = 1; step <= flen; step++) {
@@ -306,7 +290,8 @@ static void
 test_ignored_kinds(void **state)
 {
     size_t flen, i;
-    uint8_t *file = read_fixture("events-subscribe-1.6.20.bin", &flen);
+    uint8_t *file =
+        tu_read_file(CTRD_FIXTURES, "events-subscribe-1.6.20.bin", &flen);
     struct msgs ms = {0};
     struct grpc_reader *r = grpc_reader_new(0, collect_msg, &ms);
     struct ctrd_decoded *d;
@@ -335,8 +320,9 @@ static void
 test_capture_prefixes(void **state)
 {
     size_t flen, i, k, n;
-    uint8_t *file = read_fixture("events-subscribe-1.6.20.bin", &flen);
-    uint8_t *list = read_fixture("tasks-list-1.6.20.bin", &n);
+    uint8_t *file =
+        tu_read_file(CTRD_FIXTURES, "events-subscribe-1.6.20.bin", &flen);
+    uint8_t *list = tu_read_file(CTRD_FIXTURES, "tasks-list-1.6.20.bin", &n);
     struct msgs ms = {0};
     struct grpc_reader *r = grpc_reader_new(0, collect_msg, &ms);
 
@@ -1165,32 +1151,6 @@ h2_end(struct h2 *f, const char *grpc_status, const char *grpc_message)
     f->held = NULL;
 }
 
-/* ---- running the loop ------------------------------------------------- */
-
-/* Runs the loop until *counter reaches `want` or `ms` pass; true if it
- * did. */
-static bool
-run_until(struct loop *l, const int *counter, int want, int ms)
-{
-    uint64_t end = loop_now_ms() + (uint64_t)ms;
-
-    while (*counter < want && loop_now_ms() < end) {
-        struct timeval tv = {0, 10000};
-
-        event_base_loopexit(loop_base(l), &tv);
-        event_base_dispatch(loop_base(l));
-    }
-    return *counter >= want;
-}
-
-static void
-run_for(struct loop *l, int ms)
-{
-    int never = 0;
-
-    (void)run_until(l, &never, 1, ms);
-}
-
 /* What the call callbacks saw. */
 struct got {
     int calls;
@@ -1367,7 +1327,7 @@ test_bad_arguments(void **state)
     assert_null(ctrd_task_get(fx->c, too_long, on_task, &g));
     assert_null(ctrd_task_delete(fx->c, "x\ny", on_delete, &g));
     assert_null(ctrd_container_delete(fx->c, "", on_done, &g));
-    run_for(fx->l, 50);
+    tu_run_for(fx->l, 50);
     assert_int_equal(g.calls, 0);
     assert_int_equal(fx->f->requests, 0);
     ctrd_cancel(NULL);
@@ -1398,7 +1358,7 @@ test_get_ok(void **state)
               (struct answer){
                   .grpc_status = "0", .data = body, .len = len, .chunk = 3});
     assert_non_null(ctrd_task_get(fx->c, ID_EXIT7, on_task, &got));
-    assert_true(run_until(fx->l, &got.calls, 1, 3000));
+    TU_RUN_UNTIL(fx->l, got.calls >= 1, 3000);
     assert_int_equal(got.st, CTRD_OK);
     assert_string_equal(got.msg, "");
     assert_string_equal(got.cid, ID_EXIT7);
@@ -1431,9 +1391,9 @@ test_get_not_found(void **state)
     h2_script(fx->f,
               (struct answer){.grpc_status = "5", .grpc_message = "gone"});
     assert_non_null(ctrd_task_get(fx->c, "x", on_task, &a));
-    assert_true(run_until(fx->l, &a.calls, 1, 3000));
+    TU_RUN_UNTIL(fx->l, a.calls >= 1, 3000);
     assert_non_null(ctrd_task_get(fx->c, "x", on_task, &b));
-    assert_true(run_until(fx->l, &b.calls, 1, 3000));
+    TU_RUN_UNTIL(fx->l, b.calls >= 1, 3000);
     assert_int_equal(a.st, CTRD_NOT_FOUND);
     assert_non_null(strstr(a.msg, "task x not found"));
     assert_int_equal(b.st, CTRD_NOT_FOUND);
@@ -1487,7 +1447,7 @@ test_unary_failures(void **state)
         }
         h2_script(fx->f, a);
         assert_non_null(ctrd_task_get(fx->c, "abc", on_task, &g));
-        assert_true(run_until(fx->l, &g.calls, 1, 3000));
+        TU_RUN_UNTIL(fx->l, g.calls >= 1, 3000);
         assert_int_equal(g.calls, 1);
         assert_int_equal(g.st, CTRD_FAILED);
         if (strstr(g.msg, cases[i].says) == NULL)
@@ -1508,7 +1468,7 @@ test_unreachable(void **state)
     log_setup(LOG_ERROR, LOG_TEXT);
     c = ctrd_new(l, "/tmp/reapd-test-no-such.sock", "moby", 1000, 1000, NULL);
     assert_non_null(ctrd_task_list(c, on_list, &g));
-    assert_true(run_until(l, &g.calls, 1, 3000));
+    TU_RUN_UNTIL(l, g.calls >= 1, 3000);
     assert_int_equal(g.st, CTRD_FAILED);
     assert_int_equal(g.n, 0);
     assert_non_null(strstr(g.msg, "Tasks.List"));
@@ -1521,14 +1481,14 @@ test_list_capture_served(void **state)
 {
     struct fixture *fx = *state;
     size_t len;
-    uint8_t *file = read_fixture("tasks-list-1.6.20.bin", &len);
+    uint8_t *file = tu_read_file(CTRD_FIXTURES, "tasks-list-1.6.20.bin", &len);
     struct got g = {0};
 
     h2_script(fx->f,
               (struct answer){
                   .grpc_status = "0", .data = file, .len = len, .chunk = 100});
     assert_non_null(ctrd_task_list(fx->c, on_list, &g));
-    assert_true(run_until(fx->l, &g.calls, 1, 3000));
+    TU_RUN_UNTIL(fx->l, g.calls >= 1, 3000);
     assert_int_equal(g.st, CTRD_OK);
     assert_int_equal(g.n, 1);
     assert_string_equal(g.cid, ID_SLEEP);
@@ -1559,7 +1519,7 @@ test_task_delete(void **state)
                                      .len = len,
                                      .delay_ms = 2500});
     assert_non_null(ctrd_task_delete(fx->c, ID_EXIT7, on_delete, &g));
-    assert_true(run_until(fx->l, &g.calls, 1, 5000));
+    TU_RUN_UNTIL(fx->l, g.calls >= 1, 5000);
     assert_int_equal(g.st, CTRD_OK);
     assert_int_equal(g.exit_status, 7);
     assert_int_equal(
@@ -1572,7 +1532,7 @@ test_task_delete(void **state)
     /* The other calls do time out. */
     h2_script(fx->f, (struct answer){.grpc_status = "0", .delay_ms = 4000});
     assert_non_null(ctrd_task_get(fx->c, "abc", on_task, &t));
-    assert_true(run_until(fx->l, &t.calls, 1, 3500));
+    TU_RUN_UNTIL(fx->l, t.calls >= 1, 3500);
     assert_int_equal(t.st, CTRD_FAILED);
     free(body);
 }
@@ -1595,7 +1555,7 @@ test_container_delete(void **state)
                               .grpc_message = "container%20c1:%20not%20found",
                               .trailers_only = true});
     assert_non_null(ctrd_container_delete(fx->c, "c1", on_done, &a));
-    assert_true(run_until(fx->l, &a.calls, 1, 3000));
+    TU_RUN_UNTIL(fx->l, a.calls >= 1, 3000);
     assert_int_equal(a.st, CTRD_OK);
     assert_int_equal(
         grpc_unframe(fx->f->last_body, fx->f->last_len, 0, &m, &mlen), 0);
@@ -1604,7 +1564,7 @@ test_container_delete(void **state)
     assert_string_equal(req->id, "c1");
     reapd__ctrd__delete_container_request__free_unpacked(req, NULL);
     assert_non_null(ctrd_container_delete(fx->c, "c1", on_done, &b));
-    assert_true(run_until(fx->l, &b.calls, 1, 3000));
+    TU_RUN_UNTIL(fx->l, b.calls >= 1, 3000);
     assert_int_equal(b.st, CTRD_NOT_FOUND);
     assert_non_null(strstr(b.msg, "container c1: not found"));
 }
@@ -1623,19 +1583,19 @@ test_cancel(void **state)
     assert_non_null(r);
     assert_non_null(ctrd_task_delete(fx->c, "b", on_delete, &b));
     assert_non_null(ctrd_container_delete(fx->c, "c", on_done, &c));
-    run_for(fx->l, 50);
+    tu_run_for(fx->l, 50);
     ctrd_cancel(r);
-    run_for(fx->l, 400);
+    tu_run_for(fx->l, 400);
     assert_int_equal(a.calls, 0);
     assert_int_equal(b.calls, 1);
     assert_int_equal(c.calls, 1);
     /* ctrd_free (teardown) with calls in flight: no callbacks either. */
     h2_script(fx->f, (struct answer){.grpc_status = "5", .delay_ms = 200});
     assert_non_null(ctrd_task_get(fx->c, "a", on_task, &a));
-    run_for(fx->l, 50);
+    tu_run_for(fx->l, 50);
     ctrd_free(fx->c);
     fx->c = NULL;
-    run_for(fx->l, 300);
+    tu_run_for(fx->l, 300);
     assert_int_equal(a.calls, 0);
 }
 
@@ -1703,7 +1663,8 @@ test_watch_events(void **state)
     struct watch w = {.c = fx->c};
     Reapd__Ctrd__SubscribeRequest *req;
     size_t len, mlen, i;
-    uint8_t *file = read_fixture("events-subscribe-1.6.20.bin", &len);
+    uint8_t *file =
+        tu_read_file(CTRD_FIXTURES, "events-subscribe-1.6.20.bin", &len);
     const uint8_t *m;
 
     /* containerd sends no headers until the first event. */
@@ -1711,7 +1672,7 @@ test_watch_events(void **state)
     assert_int_equal(ctrd_watch_start(fx->c, &wcbs, &w), 0);
     assert_int_equal(ctrd_watch_start(fx->c, &wcbs, &w), 0); /* no-op */
     assert_false(ctrd_watch_connected(fx->c));
-    assert_true(run_until(fx->l, &w.subscribed, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 1, 3000);
     assert_true(w.connected_at_subscribe);
     assert_int_equal(fx->f->requests, 1);
     assert_int_equal(ctrd_watch_reconnects(fx->c), 0);
@@ -1732,8 +1693,8 @@ test_watch_events(void **state)
 
     /* The capture in 7-byte DATA frames: frames split everywhere. */
     h2_push(fx->f, file, len, 7);
-    assert_true(run_until(fx->l, &w.events, 6, 3000));
-    run_for(fx->l, 50);
+    TU_RUN_UNTIL(fx->l, w.events >= 6, 3000);
+    tu_run_for(fx->l, 50);
     assert_int_equal(w.events, 6);
     assert_int_equal(w.exits, 2);
     assert_int_equal(w.deletes, 2);
@@ -1749,7 +1710,7 @@ test_watch_events(void **state)
     assert_true(ctrd_watch_connected(fx->c));
     ctrd_watch_stop(fx->c);
     assert_false(ctrd_watch_connected(fx->c));
-    run_for(fx->l, 100);
+    tu_run_for(fx->l, 100);
     assert_int_equal(w.lost, 0);
     free(file);
 }
@@ -1775,33 +1736,33 @@ test_watch_reconnects(void **state)
     h2_script(fx->f, (struct answer){.hold = true, .quiet = true});
     h2_script(fx->f, (struct answer){.hold = true, .quiet = true});
     ctrd_watch_start(fx->c, &wcbs, &w);
-    assert_true(run_until(fx->l, &w.subscribed, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 1, 3000);
     h2_push(fx->f, fr, flen, 0);
-    assert_true(run_until(fx->l, &w.events, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.events >= 1, 3000);
     assert_int_equal(w.exit_status[0], 3);
     h2_end(fx->f, "0", NULL);
-    assert_true(run_until(fx->l, &w.lost, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.lost >= 1, 3000);
     assert_non_null(strstr(w.why[0], "closed by containerd"));
     assert_false(ctrd_watch_connected(fx->c));
     /* Backoff from 250 ms with equal jitter: [125, 250] first. */
     assert_true(w.retry_ms[0] >= 125 && w.retry_ms[0] <= 250);
 
-    assert_true(run_until(fx->l, &w.subscribed, 2, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 2, 3000);
     assert_int_equal(ctrd_watch_reconnects(fx->c), 1);
     h2_end(fx->f, "14", "shutting%20down");
-    assert_true(run_until(fx->l, &w.lost, 2, 3000));
+    TU_RUN_UNTIL(fx->l, w.lost >= 2, 3000);
     assert_non_null(strstr(w.why[1], "grpc-status 14: shutting down"));
     /* The stream had opened: the backoff started over. */
     assert_true(w.retry_ms[1] >= 125 && w.retry_ms[1] <= 250);
 
-    assert_true(run_until(fx->l, &w.subscribed, 3, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 3, 3000);
     h2_push(fx->f, partial, sizeof(partial), 0);
-    run_for(fx->l, 50);
+    tu_run_for(fx->l, 50);
     h2_end(fx->f, "0", NULL);
-    assert_true(run_until(fx->l, &w.lost, 3, 3000));
+    TU_RUN_UNTIL(fx->l, w.lost >= 3, 3000);
     assert_non_null(strstr(w.why[2], "cut mid-frame (6 bytes"));
 
-    assert_true(run_until(fx->l, &w.subscribed, 4, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 4, 3000);
     assert_int_equal(ctrd_watch_reconnects(fx->c), 3);
     assert_int_equal(fx->f->requests, 4);
     assert_int_equal(w.events, 1);
@@ -1822,16 +1783,16 @@ test_watch_malformed(void **state)
     h2_script(fx->f, (struct answer){.hold = true});
     h2_script(fx->f, (struct answer){.hold = true});
     ctrd_watch_start(fx->c, &wcbs, &w);
-    assert_true(run_until(fx->l, &w.subscribed, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 1, 3000);
     h2_push(fx->f, bad, sizeof(bad), 0);
-    assert_true(run_until(fx->l, &w.lost, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.lost >= 1, 3000);
     assert_non_null(strstr(w.why[0], "malformed envelope"));
     /* Resubscribed (the caller reconciles). */
-    assert_true(run_until(fx->l, &w.subscribed, 2, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 2, 3000);
     h2_push(fx->f, comp, sizeof(comp), 0);
-    assert_true(run_until(fx->l, &w.lost, 2, 3000));
+    TU_RUN_UNTIL(fx->l, w.lost >= 2, 3000);
     assert_non_null(strstr(w.why[1], "compressed"));
-    assert_true(run_until(fx->l, &w.subscribed, 3, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 3, 3000);
     assert_int_equal(w.events, 0);
 }
 
@@ -1849,7 +1810,7 @@ test_watch_refused(void **state)
                                          .grpc_message = "unknown%20service",
                                          .trailers_only = true});
     ctrd_watch_start(fx->c, &wcbs, &w);
-    assert_true(run_until(fx->l, &w.lost, 3, 5000));
+    TU_RUN_UNTIL(fx->l, w.lost >= 3, 5000);
     assert_int_equal(w.subscribed, 0);
     assert_non_null(strstr(w.why[0], "grpc-status 12: unknown service"));
     /* reconnect_max_ms is 400: [125,250], [200,400], [200,400]. */
@@ -1858,7 +1819,7 @@ test_watch_refused(void **state)
     assert_true(w.retry_ms[2] >= 200 && w.retry_ms[2] <= 400);
     ctrd_watch_stop(fx->c);
     i = w.lost;
-    run_for(fx->l, 600);
+    tu_run_for(fx->l, 600);
     assert_int_equal(w.lost, i);
     assert_int_equal(ctrd_watch_reconnects(fx->c), 0);
 }
@@ -1875,13 +1836,13 @@ test_watch_no_socket(void **state)
     c = ctrd_new(l, "/tmp/reapd-test-no-such.sock", "moby", 500, 300, NULL);
     w.c = c;
     ctrd_watch_start(c, &wcbs, &w);
-    assert_true(run_until(l, &w.lost, 3, 5000));
+    TU_RUN_UNTIL(l, w.lost >= 3, 5000);
     assert_int_equal(w.subscribed, 0);
     assert_true(w.retry_ms[2] <= 300);
     assert_false(ctrd_watch_connected(c));
     /* ctrd_free stops it; no callback after. */
     ctrd_free(c);
-    run_for(l, 400);
+    tu_run_for(l, 400);
     loop_free(l);
 }
 
@@ -1899,10 +1860,10 @@ test_watch_event_first(void **state)
 
     h2_script(fx->f, (struct answer){.hold = true, .data = fr, .len = flen});
     ctrd_watch_start(fx->c, &wcbs, &w);
-    assert_true(run_until(fx->l, &w.events, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.events >= 1, 3000);
     assert_int_equal(w.subscribed, 1);
     assert_int_equal(w.events_before_subscribe, 0);
-    run_for(fx->l, 400); /* the settle timer must not announce again */
+    tu_run_for(fx->l, 400); /* the settle timer must not announce again */
     assert_int_equal(w.subscribed, 1);
     free(fr);
     free(env);
@@ -1916,14 +1877,15 @@ test_watch_stop_from_event(void **state)
     struct fixture *fx = *state;
     struct watch w = {.c = fx->c, .stop_after = 2};
     size_t len;
-    uint8_t *file = read_fixture("events-subscribe-1.6.20.bin", &len);
+    uint8_t *file =
+        tu_read_file(CTRD_FIXTURES, "events-subscribe-1.6.20.bin", &len);
 
     h2_script(fx->f, (struct answer){.hold = true});
     ctrd_watch_start(fx->c, &wcbs, &w);
-    assert_true(run_until(fx->l, &w.subscribed, 1, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 1, 3000);
     h2_push(fx->f, file, len, 0);
-    assert_true(run_until(fx->l, &w.events, 2, 3000));
-    run_for(fx->l, 600);
+    TU_RUN_UNTIL(fx->l, w.events >= 2, 3000);
+    tu_run_for(fx->l, 600);
     assert_int_equal(w.events, 2);
     assert_int_equal(w.lost, 0);
     assert_int_equal(w.subscribed, 1);
@@ -1932,9 +1894,9 @@ test_watch_stop_from_event(void **state)
     h2_script(fx->f, (struct answer){.hold = true});
     w.stop_after = 0;
     ctrd_watch_start(fx->c, &wcbs, &w);
-    assert_true(run_until(fx->l, &w.subscribed, 2, 3000));
+    TU_RUN_UNTIL(fx->l, w.subscribed >= 2, 3000);
     h2_push(fx->f, file, len, 0);
-    assert_true(run_until(fx->l, &w.events, 8, 3000));
+    TU_RUN_UNTIL(fx->l, w.events >= 8, 3000);
     free(file);
 }
 

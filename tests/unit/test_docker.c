@@ -18,7 +18,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <event2/event.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -31,6 +30,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "loop.h"
+#include "testutil.h"
 
 #define EXITED_ID                                                             \
     "02e6f886fdb89aa74ddf893246272aa1971447d17bc86439e1de5be123cef255"
@@ -39,37 +39,16 @@
 #define UN1_ID                                                                \
     "e1703e4cce5ae81f179a9dd3f7b5b3152035a4300013b7ad5bc44a252e85027b"
 
+/* Answers recorded from dockerd or made by hand, read whole with no NUL
+ * after them (tu_read_file): the parsers get a length. */
+#define DOCKER_FIXTURES FIXTURES_DIR "/docker"
+
 static const char *A =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
 static const char *B =
     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
 
 /* ---- helpers ---------------------------------------------------------- */
-
-static char *
-read_fixture(const char *name, size_t *len)
-{
-    char path[512];
-    FILE *f;
-    long n;
-    char *buf;
-
-    snprintf(path, sizeof(path), "%s/docker/%s", FIXTURES_DIR, name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        fail_msg("cannot open %s", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    /* Exactly the file, no terminating NUL: the parsers get a length. */
-    buf = malloc((size_t)n);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* A copy of `s` in a buffer of exactly strlen(s) bytes. */
 static char *
@@ -169,7 +148,8 @@ static void
 t_inspect_exited_capture(void **state)
 {
     size_t len;
-    char *body = read_fixture("inspect-exited-1.41.json", &len);
+    char *body =
+        tu_read_file(DOCKER_FIXTURES, "inspect-exited-1.41.json", &len);
     struct docker_parsed *ctx = NULL;
     const struct docker_container *c = NULL;
     char err[256] = "";
@@ -201,7 +181,8 @@ static void
 t_inspect_running_capture(void **state)
 {
     size_t len;
-    char *body = read_fixture("inspect-running-1.41.json", &len);
+    char *body =
+        tu_read_file(DOCKER_FIXTURES, "inspect-running-1.41.json", &len);
     struct docker_parsed *ctx = NULL;
     const struct docker_container *c = NULL;
     char err[256] = "";
@@ -229,7 +210,7 @@ static void
 t_inspect_404_body(void **state)
 {
     size_t len;
-    char *body = read_fixture("inspect-404.json", &len);
+    char *body = tu_read_file(DOCKER_FIXTURES, "inspect-404.json", &len);
     struct docker_parsed *ctx = (struct docker_parsed *)1;
     const struct docker_container *c = NULL;
     char err[256] = "";
@@ -246,7 +227,7 @@ static void
 t_list_capture(void **state)
 {
     size_t len, n = 99;
-    char *body = read_fixture("list-1.41.json", &len);
+    char *body = tu_read_file(DOCKER_FIXTURES, "list-1.41.json", &len);
     struct docker_parsed *ctx = NULL;
     const struct docker_container *cs = NULL;
     char err[256] = "";
@@ -319,7 +300,8 @@ static void
 t_list_hostile(void **state)
 {
     size_t len, n = 0;
-    char *body = read_fixture("list-hostile-handmade.json", &len);
+    char *body =
+        tu_read_file(DOCKER_FIXTURES, "list-hostile-handmade.json", &len);
     struct docker_parsed *ctx = NULL;
     const struct docker_container *cs = NULL;
     char err[256] = "";
@@ -376,7 +358,7 @@ static void
 t_version_capture(void **state)
 {
     size_t len;
-    char *body = read_fixture("version-20.10.24.json", &len);
+    char *body = tu_read_file(DOCKER_FIXTURES, "version-20.10.24.json", &len);
     char out[16] = "", err[256] = "";
 
     (void)state;
@@ -402,7 +384,7 @@ t_engine_info_captures(void **state)
 
     (void)state;
     for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        char *body = read_fixture(cases[i].file, &len);
+        char *body = tu_read_file(DOCKER_FIXTURES, cases[i].file, &len);
         struct docker_engine_info info;
         char err[256] = "";
 
@@ -469,7 +451,8 @@ static void
 t_version_newer_engine_clamps(void **state)
 {
     size_t len;
-    char *body = read_fixture("version-1.52-handmade.json", &len);
+    char *body =
+        tu_read_file(DOCKER_FIXTURES, "version-1.52-handmade.json", &len);
     char out[16] = "", err[256] = "";
 
     (void)state;
@@ -484,7 +467,8 @@ static void
 t_version_min_above_max(void **state)
 {
     size_t len;
-    char *body = read_fixture("version-min-above-max-handmade.json", &len);
+    char *body = tu_read_file(DOCKER_FIXTURES,
+                              "version-min-above-max-handmade.json", &len);
     char out[16] = "", err[256] = "";
 
     (void)state;
@@ -499,7 +483,8 @@ static void
 t_version_too_old(void **state)
 {
     size_t len;
-    char *body = read_fixture("version-1.12-handmade.json", &len);
+    char *body =
+        tu_read_file(DOCKER_FIXTURES, "version-1.12-handmade.json", &len);
     char out[16] = "", err[256] = "";
 
     (void)state;
@@ -585,7 +570,7 @@ static void
 every_prefix(const char *fixture, int is_list)
 {
     size_t len, core, k;
-    char *body = read_fixture(fixture, &len);
+    char *body = tu_read_file(DOCKER_FIXTURES, fixture, &len);
 
     core = trimmed(body, len);
     for (k = 0; k <= len; k++) {
@@ -635,7 +620,7 @@ static void
 t_version_every_truncation(void **state)
 {
     size_t len, core, k;
-    char *body = read_fixture("version-20.10.24.json", &len);
+    char *body = tu_read_file(DOCKER_FIXTURES, "version-20.10.24.json", &len);
 
     (void)state;
     core = trimmed(body, len);
@@ -657,7 +642,8 @@ static void
 t_inspect_byte_flips(void **state)
 {
     size_t len, i;
-    char *body = read_fixture("inspect-exited-1.41.json", &len);
+    char *body =
+        tu_read_file(DOCKER_FIXTURES, "inspect-exited-1.41.json", &len);
     static const char junk[] = {'"', '{',  '}',  '[',    ']', ':',
                                 ',', '\\', '\0', '\x80', 'x', '9'};
     int ok = 0, bad = 0;
@@ -696,7 +682,8 @@ static void
 t_inspect_wrong_types_fixture(void **state)
 {
     size_t len;
-    char *body = read_fixture("inspect-wrong-types-handmade.json", &len);
+    char *body = tu_read_file(DOCKER_FIXTURES,
+                              "inspect-wrong-types-handmade.json", &len);
     struct docker_parsed *ctx = NULL;
     const struct docker_container *c = NULL;
     char err[256] = "";
@@ -1225,7 +1212,6 @@ struct e2e {
     struct loop *l;
     struct fake_engine *fe;
     struct docker *d;
-    struct event *tick;
     int subscribed;
     int lost;
     char lost_why[256];
@@ -1252,14 +1238,6 @@ struct res {
     size_t n;
     char ids[8][65];
 };
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
 
 static void
 w_subscribed(void *arg)
@@ -1297,7 +1275,6 @@ static struct e2e *
 e2e_new(int with_engine)
 {
     struct e2e *e = calloc(1, sizeof(*e));
-    struct timeval tv = {0, 10000};
 
     assert_non_null(e);
     snprintf(e->dir, sizeof(e->dir), "/tmp/reapd-docker-XXXXXX");
@@ -1311,56 +1288,18 @@ e2e_new(int with_engine)
     }
     e->d = docker_new(e->l, e->sock, 2000, 200);
     assert_non_null(e->d);
-    e->tick = event_new(loop_base(e->l), -1, EV_PERSIST, on_tick, NULL);
-    event_add(e->tick, &tv);
     return e;
 }
 
 static void
 e2e_free(struct e2e *e)
 {
-    event_free(e->tick);
     docker_free(e->d);
     fake_engine_free(e->fe);
     loop_free(e->l);
     unlink(e->sock);
     rmdir(e->dir);
     free(e);
-}
-
-typedef int (*cond_fn)(const void *arg);
-
-static void
-run_until(struct e2e *e, cond_fn cond, const void *arg, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (!cond(arg)) {
-        if (loop_now_ms() > deadline)
-            fail_msg("condition not reached within %d ms", ms);
-        event_base_loop(loop_base(e->l), EVLOOP_ONCE);
-    }
-}
-
-static void
-run_for(struct e2e *e, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(e->l), EVLOOP_ONCE);
-}
-
-static int
-is_subscribed(const void *arg)
-{
-    return ((const struct e2e *)arg)->subscribed > 0;
-}
-
-static int
-res_done(const void *arg)
-{
-    return ((const struct res *)arg)->done > 0;
 }
 
 static void
@@ -1427,7 +1366,7 @@ e2e_subscribed(void)
     struct e2e *e = e2e_new(1);
 
     assert_int_equal(docker_watch_start(e->d, &WCBS, e, 0), 0);
-    run_until(e, is_subscribed, e, 3000);
+    TU_RUN_UNTIL(e->l, e->subscribed > 0, 3000);
     return e;
 }
 
@@ -1436,7 +1375,7 @@ do_inspect(struct e2e *e, const char *id, struct res *r)
 {
     memset(r, 0, sizeof(*r));
     assert_non_null(docker_inspect(e->d, id, cb_inspect, r));
-    run_until(e, res_done, r, 3000);
+    TU_RUN_UNTIL(e->l, r->done > 0, 3000);
     assert_int_equal(r->done, 1);
 }
 
@@ -1445,7 +1384,7 @@ do_list(struct e2e *e, const char *id, struct res *r)
 {
     memset(r, 0, sizeof(*r));
     assert_non_null(docker_list(e->d, id, cb_list, r));
-    run_until(e, res_done, r, 3000);
+    TU_RUN_UNTIL(e->l, r->done > 0, 3000);
     assert_int_equal(r->done, 1);
 }
 
@@ -1454,7 +1393,7 @@ do_delete(struct e2e *e, const char *id, struct res *r)
 {
     memset(r, 0, sizeof(*r));
     assert_non_null(docker_delete(e->d, id, true, false, cb_delete, r));
-    run_until(e, res_done, r, 3000);
+    TU_RUN_UNTIL(e->l, r->done > 0, 3000);
     assert_int_equal(r->done, 1);
 }
 
@@ -1474,7 +1413,7 @@ t_e2e_not_negotiated(void **state)
     assert_int_equal(docker_watch_start(e->d, &WCBS, e, 0), 0);
     /* Idempotent. */
     assert_int_equal(docker_watch_start(e->d, &WCBS, e, 0), 0);
-    run_until(e, is_subscribed, e, 3000);
+    TU_RUN_UNTIL(e->l, e->subscribed > 0, 3000);
     assert_int_equal(e->subscribed, 1);
     assert_int_equal(e->lost, 0);
     assert_true(docker_watch_connected(e->d));
@@ -1639,12 +1578,12 @@ t_e2e_cancel(void **state)
     /* The list is cancelled at once, the others once the engine has
      * them. */
     docker_cancel(ql);
-    run_for(e, 50);
+    tu_run_for(e->l, 50);
     assert_int_equal(fake_engine_count(e->fe, FAKE_INSPECT), 1);
     docker_cancel(qi);
     docker_cancel(qd);
     docker_cancel(NULL);
-    run_for(e, 400);
+    tu_run_for(e->l, 400);
     assert_int_equal(ri.done, 0);
     assert_int_equal(rl.done, 0);
     assert_int_equal(rd.done, 0);
@@ -1666,21 +1605,15 @@ t_e2e_free_in_flight(void **state)
     fake_engine_delay(e->fe, FAKE_DELETE, 200, NULL);
     assert_non_null(docker_inspect(e->d, A, cb_inspect, &ri));
     assert_non_null(docker_delete(e->d, A, false, false, cb_delete, &rd));
-    run_for(e, 30);
+    tu_run_for(e->l, 30);
     assert_int_equal(fake_engine_count(e->fe, FAKE_DELETE), 1);
     docker_free(e->d);
     e->d = NULL;
     /* Past the engine's late answer (the fake keeps it until sent). */
-    run_for(e, 350);
+    tu_run_for(e->l, 350);
     assert_int_equal(ri.done, 0);
     assert_int_equal(rd.done, 0);
     e2e_free(e);
-}
-
-static int
-is_lost(const void *arg)
-{
-    return ((const struct e2e *)arg)->lost > 0;
 }
 
 static void
@@ -1691,7 +1624,7 @@ t_e2e_version_fault_retried(void **state)
     (void)state;
     fake_engine_fail(e->fe, FAKE_VERSION, 500, 2, "not yet");
     assert_int_equal(docker_watch_start(e->d, &WCBS, e, 0), 0);
-    run_until(e, is_subscribed, e, 5000);
+    TU_RUN_UNTIL(e->l, e->subscribed > 0, 5000);
     assert_int_equal(e->lost, 2);
     assert_non_null(strstr(e->lost_why, "500"));
     assert_int_equal(fake_engine_count(e->fe, FAKE_VERSION), 3);
@@ -1706,25 +1639,13 @@ t_e2e_no_engine(void **state)
 
     (void)state;
     assert_int_equal(docker_watch_start(e->d, &WCBS, e, 0), 0);
-    run_until(e, is_lost, e, 3000);
+    TU_RUN_UNTIL(e->l, e->lost > 0, 3000);
     assert_int_equal(e->subscribed, 0);
     assert_false(docker_watch_connected(e->d));
     assert_null(docker_api_version(e->d));
     assert_non_null(strstr(e->lost_why, "version"));
     docker_watch_stop(e->d);
     e2e_free(e);
-}
-
-static int
-resubscribed(const void *arg)
-{
-    return ((const struct e2e *)arg)->subscribed >= 2;
-}
-
-static int
-has_events(const void *arg)
-{
-    return ((const struct e2e *)arg)->events >= 2;
 }
 
 static void
@@ -1735,7 +1656,7 @@ t_e2e_events_and_reconnect(void **state)
 
     (void)state;
     fake_engine_add(e->fe, A, "a", NULL, NULL, 1);
-    run_until(e, has_events, e, 3000);
+    TU_RUN_UNTIL(e->l, e->events >= 2, 3000);
     assert_int_equal(e->events, 2); /* create, start */
     assert_int_equal(docker_watch_events(e->d), 2);
     cp = docker_watch_checkpoint(e->d);
@@ -1743,13 +1664,13 @@ t_e2e_events_and_reconnect(void **state)
     fake_engine_cut_streams(e->fe);
     /* Happens while the stream is down; the engine keeps the events. */
     fake_engine_add(e->fe, B, "b", NULL, NULL, 1);
-    run_until(e, resubscribed, e, 3000);
+    TU_RUN_UNTIL(e->l, e->subscribed >= 2, 3000);
     assert_int_equal(e->lost, 1);
     assert_int_equal(docker_watch_reconnects(e->d), 1);
     assert_true(docker_watch_connected(e->d));
     /* Resumed just after the checkpoint: B's two events come, A's are
      * not replayed. */
-    run_for(e, 200);
+    tu_run_for(e->l, 200);
     assert_int_equal(e->events, 4);
     assert_true(docker_watch_checkpoint(e->d) > cp);
     e2e_free(e);
@@ -1775,7 +1696,7 @@ t_e2e_rejected_events(void **state)
     fake_engine_stream_raw(e->fe, "{\"Type\":\"network\",\"timeNano\":"
                                   "4000000000000000000}\n");
     fake_engine_add(e->fe, A, "a", NULL, NULL, 1);
-    run_until(e, has_events, e, 3000);
+    TU_RUN_UNTIL(e->l, e->events >= 2, 3000);
     log_set_fd(-1);
     log_setup(was, LOG_TEXT);
     assert_int_equal(docker_watch_rejected(e->d), 200);
@@ -1806,7 +1727,6 @@ static int
 stop_from_event_child(const char *dir)
 {
     struct e2e e;
-    struct timeval tv = {0, 10000};
     uint64_t deadline;
     int rc = 0;
 
@@ -1818,25 +1738,20 @@ stop_from_event_child(const char *dir)
         return 11;
     e.fe = fake_engine_new(loop_base(e.l), e.sock);
     e.d = docker_new(e.l, e.sock, 2000, 200);
-    e.tick = event_new(loop_base(e.l), -1, EV_PERSIST, on_tick, NULL);
-    if (e.fe == NULL || e.d == NULL || e.tick == NULL)
+    if (e.fe == NULL || e.d == NULL)
         return 12;
-    event_add(e.tick, &tv);
     docker_watch_start(e.d, &WCBS, &e, 0);
-    deadline = loop_now_ms() + 3000;
-    while (e.subscribed == 0 && loop_now_ms() < deadline)
-        event_base_loop(loop_base(e.l), EVLOOP_ONCE);
+    deadline = tu_deadline(3000);
+    while (e.subscribed == 0 && tu_turn(e.l, deadline))
+        ;
     if (e.subscribed == 0)
         return 13;
     e.stop_in_event = 1;
     fake_engine_add(e.fe, A, "a", NULL, NULL, 1);
-    deadline = loop_now_ms() + 200;
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(e.l), EVLOOP_ONCE);
+    tu_run_for(e.l, 200);
     /* Stopped after the first event; the second never delivered. */
     if (e.events != 1 || docker_watch_connected(e.d))
         rc = 14;
-    event_free(e.tick);
     docker_free(e.d);
     fake_engine_free(e.fe);
     loop_free(e.l);
@@ -1928,10 +1843,7 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
-    if (getenv("TEST_SKIP") != NULL)
-        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    tu_test_filters();
     log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,9 +14,13 @@
 
 #include "bounds.h"
 #include "events.h"
+#include "testutil.h"
 
 #define ID  "d3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad769"
 #define ID2 "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+/* Streams recorded from dockerd (tu_read_text). */
+#define EVENTS_FIXTURES FIXTURES_DIR "/events"
 
 /* An API 1.44+ event: no status/id/from. */
 #define EVENT(type, action, id, attrs, tail)                                  \
@@ -25,32 +29,6 @@
     "}},\"scope\":\"local\"" tail "}\n"
 
 /* ---- helpers --------------------------------------------------------- */
-
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-__attribute__((format(printf, 2, 3))) static void
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    assert_true(n >= 0);
-    if (b->len + (size_t)n + 1 > b->cap) {
-        b->cap = (b->len + (size_t)n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
 
 /* A copy of what the callback saw, since the event dies with it. */
 struct seen {
@@ -69,7 +47,7 @@ struct seen {
 #define MAX_SEEN 16
 
 struct record {
-    struct sbuf log;
+    struct tu_sbuf log;
     struct seen seen[MAX_SEEN];
     size_t nseen;
 };
@@ -81,18 +59,18 @@ record_cb(const struct docker_event *ev, void *arg)
     struct seen *s;
     size_t i;
 
-    sb_printf(&r->log, "%d '%s' %s t=%lld", (int)ev->action, ev->action_text,
-              ev->id, (long long)ev->time_nano);
+    tu_sb_printf(&r->log, "%d '%s' %s t=%lld", (int)ev->action,
+                 ev->action_text, ev->id, (long long)ev->time_nano);
     if (ev->has_exit_code)
-        sb_printf(&r->log, " exit=%d", ev->exit_code);
-    sb_printf(&r->log, " name=%s image=%s", ev->name ? ev->name : "-",
-              ev->image ? ev->image : "-");
+        tu_sb_printf(&r->log, " exit=%d", ev->exit_code);
+    tu_sb_printf(&r->log, " name=%s image=%s", ev->name ? ev->name : "-",
+                 ev->image ? ev->image : "-");
     for (i = 0; i < ev->nattrs; i++)
-        sb_printf(&r->log, " [%s=%s%s]", ev->attrs[i].key, ev->attrs[i].value,
-                  ev->attrs[i].truncated ? "~" : "");
+        tu_sb_printf(&r->log, " [%s=%s%s]", ev->attrs[i].key,
+                     ev->attrs[i].value, ev->attrs[i].truncated ? "~" : "");
     if (ev->attrs_dropped > 0)
-        sb_printf(&r->log, " dropped=%zu", ev->attrs_dropped);
-    sb_printf(&r->log, "\n");
+        tu_sb_printf(&r->log, " dropped=%zu", ev->attrs_dropped);
+    tu_sb_printf(&r->log, "\n");
     if (r->nseen == MAX_SEEN)
         return;
     s = &r->seen[r->nseen++];
@@ -129,16 +107,16 @@ run(const char *text, size_t len, size_t chunk,
     for (off = 0; off < len && rc == 0; off += chunk)
         rc = events_parser_feed(p, text + off,
                                 len - off < chunk ? len - off : chunk);
-    sb_printf(&r.log, "count=%llu skipped=%llu pending=%zu",
-              (unsigned long long)events_parser_count(p),
-              (unsigned long long)events_parser_skipped(p),
-              events_parser_pending(p));
+    tu_sb_printf(&r.log, "count=%llu skipped=%llu pending=%zu",
+                 (unsigned long long)events_parser_count(p),
+                 (unsigned long long)events_parser_skipped(p),
+                 events_parser_pending(p));
     if (events_parser_rejected(p) > 0)
-        sb_printf(&r.log, " rejected=%llu '%s'",
-                  (unsigned long long)events_parser_rejected(p),
-                  events_parser_last_rejection(p));
+        tu_sb_printf(&r.log, " rejected=%llu '%s'",
+                     (unsigned long long)events_parser_rejected(p),
+                     events_parser_last_rejection(p));
     if (rc != 0)
-        sb_printf(&r.log, " error '%s'", events_parser_error(p));
+        tu_sb_printf(&r.log, " error '%s'", events_parser_error(p));
     else
         assert_null(events_parser_error(p));
     events_parser_free(p);
@@ -164,30 +142,6 @@ run_all_chunks(const char *text, const struct events_limits *lim,
         free(part);
     }
     return whole;
-}
-
-static char *
-read_fixture(const char *name)
-{
-    char path[512];
-    FILE *f;
-    char *buf;
-    long n;
-
-    snprintf(path, sizeof path, "%s/events/%s", FIXTURES_DIR, name);
-    f = fopen(path, "rb");
-    if (f == NULL)
-        fail_msg("cannot open %s", path);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n > 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 /* The concatenation of `n` strings; the caller frees it. Keeps long
@@ -257,7 +211,8 @@ test_action_from_string(void **state)
 static void
 test_recorded_stream(void **state)
 {
-    char *text = read_fixture("dockerd-20.10.24-run-exit42.jsonl");
+    char *text = tu_read_text(EVENTS_FIXTURES,
+                              "dockerd-20.10.24-run-exit42.jsonl", NULL);
     struct record rec;
     char *r = run_all_chunks(text, NULL, &rec);
     const struct seen *die;
@@ -536,7 +491,7 @@ wants_managed(const char *key, size_t len, void *arg)
 static void
 test_huge_event(void **state)
 {
-    struct sbuf b;
+    struct tu_sbuf b;
     struct record rec;
     struct events_parser *p;
     size_t i, kept_bytes = 0;
@@ -547,12 +502,12 @@ test_huge_event(void **state)
     memset(big, 'v', 300 * 1024);
     big[300 * 1024] = '\0';
     memset(&b, 0, sizeof b);
-    sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
-                  "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
+    tu_sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                     "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
     for (i = 0; i < 5000; i++)
-        sb_printf(&b, ",\"label%zu\":\"%s\"", i, i < 3 ? big : "x");
-    sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
-    sb_printf(&b, "%s", EVENT("container", "destroy", ID, "", ""));
+        tu_sb_printf(&b, ",\"label%zu\":\"%s\"", i, i < 3 ? big : "x");
+    tu_sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
+    tu_sb_printf(&b, "%s", EVENT("container", "destroy", ID, "", ""));
     memset(&rec, 0, sizeof rec);
     p = events_parser_new(NULL, record_cb, &rec);
     assert_non_null(p);
@@ -588,7 +543,7 @@ test_huge_event(void **state)
 static void
 test_label_bytes_bounded(void **state)
 {
-    struct sbuf b;
+    struct tu_sbuf b;
     struct record rec;
     struct events_parser *p;
     char value[4001];
@@ -599,11 +554,11 @@ test_label_bytes_bounded(void **state)
     memset(value, 'v', sizeof(value) - 1);
     value[sizeof(value) - 1] = '\0';
     memset(&b, 0, sizeof b);
-    sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
-                  "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
+    tu_sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                     "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
     for (i = 0; i < 40; i++)
-        sb_printf(&b, ",\"label%02zu\":\"%s\"", i, value);
-    sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
+        tu_sb_printf(&b, ",\"label%02zu\":\"%s\"", i, value);
+    tu_sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
     memset(&rec, 0, sizeof rec);
     p = events_parser_new(NULL, record_cb, &rec);
     assert_non_null(p);
@@ -697,7 +652,8 @@ test_time_fallback(void **state)
 static void
 test_cut_stream(void **state)
 {
-    char *text = read_fixture("dockerd-20.10.24-run-exit42.jsonl");
+    char *text = tu_read_text(EVENTS_FIXTURES,
+                              "dockerd-20.10.24-run-exit42.jsonl", NULL);
     const char *die = strstr(text, "{\"status\":\"die\"");
     size_t keep = (size_t)(die - text) + 100;
     struct record rec;
@@ -764,7 +720,8 @@ test_malformed(void **state)
 static void
 test_event_limits(void **state)
 {
-    char *text = read_fixture("dockerd-20.10.24-run-exit42.jsonl");
+    char *text = tu_read_text(EVENTS_FIXTURES,
+                              "dockerd-20.10.24-run-exit42.jsonl", NULL);
     struct events_limits small = {.max_event_bytes = 300};
     struct events_limits shallow = {.max_depth = 3};
     char *r;
@@ -851,19 +808,19 @@ test_broken_utf8_in_long_value(void **state)
         "{\"Type\":\"container\",\"Action\":\"start\",\"Actor\":{\"ID\":"
         "\"" ID "\",\"Attributes\":{\"big\":\"";
     const char *good = EVENT("container", "die", ID, "", "");
-    struct sbuf b = {0};
+    struct tu_sbuf b = {0};
     struct record rec;
     size_t i;
     char *r;
 
     (void)state;
-    sb_printf(&b, "%s", head);
+    tu_sb_printf(&b, "%s", head);
     for (i = 0; i < 4000; i++)
-        sb_printf(&b, "x");
-    sb_printf(&b, "\xf8");
+        tu_sb_printf(&b, "x");
+    tu_sb_printf(&b, "\xf8");
     for (i = 0; i < 100; i++)
-        sb_printf(&b, "\\\\");
-    sb_printf(&b, "\"}}}\n%s", good);
+        tu_sb_printf(&b, "\\\\");
+    tu_sb_printf(&b, "\"}}}\n%s", good);
     r = run_all_chunks(b.p, NULL, &rec);
     assert_int_equal(rec.nseen, 1);
     assert_int_equal(rec.seen[0].action, EV_DIE);
@@ -909,7 +866,8 @@ test_time_guard(void **state)
 static void
 test_real_capture(void **state)
 {
-    char *text = read_fixture("dockerd-20.10.24-real-capture.jsonl");
+    char *text = tu_read_text(EVENTS_FIXTURES,
+                              "dockerd-20.10.24-real-capture.jsonl", NULL);
     struct record rec;
     char *r = run_all_chunks(text, NULL, &rec);
 

@@ -15,96 +15,57 @@
 #include <cmocka.h>
 
 #include "json.h"
+#include "testutil.h"
 
 /* ---- helpers --------------------------------------------------------- */
 
-struct sbuf {
-    char *p;
-    size_t len, cap;
-};
-
-__attribute__((format(printf, 2, 3))) static void
-sb_printf(struct sbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    assert_true(n >= 0);
-    if (b->len + (size_t)n + 1 > b->cap) {
-        b->cap = (b->len + (size_t)n + 1) * 2;
-        b->p = realloc(b->p, b->cap);
-        assert_non_null(b->p);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-static void
-sb_bytes(struct sbuf *b, const char *s, size_t len)
-{
-    size_t i;
-
-    for (i = 0; i < len; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c < 0x20 || c >= 0x7f || c == '\\')
-            sb_printf(b, "\\x%02x", c);
-        else
-            sb_printf(b, "%c", c);
-    }
-}
-
 /* Everything about a tree, offsets included, as text to compare. */
 static void
-dump(struct sbuf *b, const struct json_node *n)
+dump(struct tu_sbuf *b, const struct json_node *n)
 {
     size_t i;
 
     if (n->key != NULL) {
-        sb_printf(b, "@%zu:", n->key_offset);
-        sb_bytes(b, n->key, n->key_len);
-        sb_printf(b, n->key_truncated ? "~=" : "=");
+        tu_sb_printf(b, "@%zu:", n->key_offset);
+        tu_sb_bytes(b, n->key, n->key_len);
+        tu_sb_printf(b, n->key_truncated ? "~=" : "=");
     }
-    sb_printf(b, "@%zu", n->offset);
+    tu_sb_printf(b, "@%zu", n->offset);
     switch (n->type) {
     case JSON_NULL:
-        sb_printf(b, "null");
+        tu_sb_printf(b, "null");
         break;
     case JSON_BOOL:
-        sb_printf(b, n->boolean ? "true" : "false");
+        tu_sb_printf(b, n->boolean ? "true" : "false");
         break;
     case JSON_NUMBER:
-        sb_printf(b, "#");
-        sb_bytes(b, n->str, n->len);
+        tu_sb_printf(b, "#");
+        tu_sb_bytes(b, n->str, n->len);
         break;
     case JSON_STRING:
-        sb_printf(b, "'");
-        sb_bytes(b, n->str, n->len);
-        sb_printf(b, "'");
+        tu_sb_printf(b, "'");
+        tu_sb_bytes(b, n->str, n->len);
+        tu_sb_printf(b, "'");
         if (n->truncated)
-            sb_printf(b, "~%zu", n->raw_len);
+            tu_sb_printf(b, "~%zu", n->raw_len);
         break;
     case JSON_OBJECT:
     case JSON_ARRAY:
-        sb_printf(b, n->type == JSON_OBJECT ? "{" : "[");
+        tu_sb_printf(b, n->type == JSON_OBJECT ? "{" : "[");
         for (i = 0; i < n->count; i++) {
             if (i > 0)
-                sb_printf(b, ",");
+                tu_sb_printf(b, ",");
             dump(b, n->items[i]);
         }
-        sb_printf(b, n->type == JSON_OBJECT ? "}" : "]");
+        tu_sb_printf(b, n->type == JSON_OBJECT ? "}" : "]");
         if (n->truncated)
-            sb_printf(b, "-%zu", n->dropped);
+            tu_sb_printf(b, "-%zu", n->dropped);
         break;
     }
 }
 
 struct collect {
-    struct sbuf out;
+    struct tu_sbuf out;
     unsigned docs;
     unsigned stop_after;      /* 0: never stop */
     struct json_stream *keep; /* release documents to it (NULL: free) */
@@ -116,7 +77,7 @@ collect_cb(struct json_node *root, void *arg)
     struct collect *c = arg;
 
     dump(&c->out, root);
-    sb_printf(&c->out, "\n");
+    tu_sb_printf(&c->out, "\n");
     if (c->keep != NULL)
         json_stream_release(c->keep, root);
     else
@@ -153,10 +114,10 @@ run(const char *text, size_t len, size_t chunk, const struct json_limits *lim,
     if (rc == 0)
         rc = json_stream_finish(s);
     if (rc == 0)
-        sb_printf(&c.out, "ok docs=%u", c.docs);
+        tu_sb_printf(&c.out, "ok docs=%u", c.docs);
     else
-        sb_printf(&c.out, "error '%s' at %zu docs=%u", json_stream_error(s),
-                  json_stream_error_offset(s), c.docs);
+        tu_sb_printf(&c.out, "error '%s' at %zu docs=%u", json_stream_error(s),
+                     json_stream_error_offset(s), c.docs);
     json_stream_free(s);
     return c.out.p;
 }
@@ -385,7 +346,7 @@ test_release_reuses(void **state)
 {
     struct collect c;
     struct json_stream *s;
-    struct sbuf big = {0};
+    struct tu_sbuf big = {0};
     int i;
 
     (void)state;
@@ -393,10 +354,10 @@ test_release_reuses(void **state)
     s = json_stream_new(NULL, JSON_MULTIPLE, collect_cb, &c);
     assert_non_null(s);
     c.keep = s;
-    sb_printf(&big, "[");
+    tu_sb_printf(&big, "[");
     for (i = 0; i < 2000; i++)
-        sb_printf(&big, "%s\"s%d\"", i ? "," : "", i);
-    sb_printf(&big, "]\n");
+        tu_sb_printf(&big, "%s\"s%d\"", i ? "," : "", i);
+    tu_sb_printf(&big, "]\n");
     assert_int_equal(json_stream_feed(s, big.p, strlen(big.p)), 0);
     for (i = 0; i < 3; i++)
         assert_int_equal(json_stream_feed(s, "{\"k\":\"v\"} 7\n", 12), 0);

@@ -32,6 +32,7 @@
 
 #include "log.h"
 #include "loop.h"
+#include "testutil.h"
 
 #define STREAM_CHUNKS 5
 #define MAX_PENDING   128
@@ -185,16 +186,6 @@ reply_text(struct evhttp_request *req, int code, const char *body)
     evbuffer_free(b);
 }
 
-static void
-copy_header(struct evhttp_request *req, const char *name, char *out,
-            size_t len)
-{
-    const char *v =
-        evhttp_find_header(evhttp_request_get_input_headers(req), name);
-
-    snprintf(out, len, "%s", v != NULL ? v : "(none)");
-}
-
 static const char *
 method_name(enum evhttp_cmd_type m)
 {
@@ -241,8 +232,9 @@ on_request(struct evhttp_request *req, void *arg)
             n = sizeof(s->echo_body) - 1;
         evbuffer_copyout(in, s->echo_body, n);
         s->echo_body[n] = '\0';
-        copy_header(req, "X-Reapd-Test", s->echo_hdr, sizeof(s->echo_hdr));
-        copy_header(req, "Content-Type", s->echo_ctype, sizeof(s->echo_ctype));
+        tu_http_header(req, "X-Reapd-Test", s->echo_hdr, sizeof(s->echo_hdr));
+        tu_http_header(req, "Content-Type", s->echo_ctype,
+                       sizeof(s->echo_ctype));
         /* The server checks too, so the status says it all. */
         reply_text(req,
                    strcmp(s->echo_hdr, "abc 123") == 0 &&
@@ -293,10 +285,7 @@ static struct srv *
 srv_new(struct event_base *base)
 {
     struct srv *s = calloc(1, sizeof(*s));
-    struct evhttp_bound_socket *bs;
-    struct sockaddr_in sin;
     struct sockaddr_un sun;
-    socklen_t slen = sizeof(sin);
     struct evconnlistener *lev;
 
     assert_non_null(s);
@@ -309,14 +298,7 @@ srv_new(struct event_base *base)
                                             EVHTTP_REQ_PUT);
     evhttp_set_gencb(s->http, on_request, s);
 
-    bs = evhttp_bind_socket_with_handle(s->http, "127.0.0.1", 0);
-    assert_non_null(bs);
-    assert_int_equal(getsockname(evconnlistener_get_fd(
-                                     evhttp_bound_socket_get_listener(bs)),
-                                 (struct sockaddr *)&sin, &slen),
-                     0);
-    s->port = ntohs(sin.sin_port);
-    assert_true(s->port > 0);
+    s->port = tu_http_bind(s->http);
 
     snprintf(s->dir, sizeof(s->dir), "/tmp/reapd-loop-XXXXXX");
     assert_non_null(mkdtemp(s->dir));
@@ -490,38 +472,24 @@ rec_clear(struct rec *r)
 struct fx {
     struct loop *l;
     struct srv *s;
-    struct event *tick;
     char url[128];
 };
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
 
 static struct fx *
 fx_new(void)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    struct timeval tv = {0, 10000};
 
     assert_non_null(f);
     f->l = loop_new();
     assert_non_null(f->l);
     f->s = srv_new(loop_base(f->l));
-    /* Keeps the loop turning so run_until can look at the clock. */
-    f->tick = event_new(loop_base(f->l), -1, EV_PERSIST, on_tick, NULL);
-    event_add(f->tick, &tv);
     return f;
 }
 
 static void
 fx_free(struct fx *f)
 {
-    event_free(f->tick);
     srv_free(f->s);
     loop_free(f->l);
     free(f);
@@ -533,47 +501,6 @@ tcp_url(struct fx *f, const char *path)
     snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d%s", f->s->port,
              path);
     return f->url;
-}
-
-typedef int (*cond_fn)(const void *arg);
-
-static void
-run_until(struct fx *f, cond_fn cond, const void *arg, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (!cond(arg)) {
-        if (loop_now_ms() > deadline)
-            fail_msg("condition not reached within %d ms", ms);
-        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
-    }
-}
-
-static void
-run_for(struct fx *f, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
-}
-
-static int
-is_done(const void *arg)
-{
-    return ((const struct rec *)arg)->done > 0;
-}
-
-static int
-has_data(const void *arg)
-{
-    return ((const struct rec *)arg)->ndata > 0;
-}
-
-static int
-has_headers(const void *arg)
-{
-    return ((const struct rec *)arg)->nheaders > 0;
 }
 
 /* ---- tests ------------------------------------------------------------ */
@@ -605,7 +532,7 @@ t_get_buffered_tcp(void **state)
     assert_non_null(r.call);
     /* Never blocks, never calls back from inside loop_http. */
     assert_int_equal(r.done, 0);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     check_hello(&r);
     rec_clear(&r);
     fx_free(f);
@@ -622,7 +549,7 @@ t_get_buffered_unix(void **state)
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
     assert_non_null(r.call);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     check_hello(&r);
     rec_clear(&r);
     fx_free(f);
@@ -639,13 +566,13 @@ t_non_2xx_is_ok(void **state)
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
     assert_non_null(r.call);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_OK);
     assert_int_equal(r.status, 418);
     assert_string_equal(r.body, "teapot");
     req.url = tcp_url(f, "/missing");
     r2.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r2);
-    run_until(f, is_done, &r2, 3000);
+    TU_RUN_UNTIL(f->l, r2.done > 0, 3000);
     assert_int_equal(r2.error, HTTPC_OK);
     assert_int_equal(r2.status, 404);
     assert_string_equal(r2.body, "no such path");
@@ -673,7 +600,7 @@ t_post_body_and_headers(void **state)
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
     assert_non_null(r.call);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_OK);
     assert_string_equal(f->s->echo_method, "POST");
     assert_string_equal(f->s->echo_body, "{\"a\":\"b\\\"q\"}");
@@ -689,7 +616,7 @@ t_post_body_and_headers(void **state)
     req.body = NULL;
     req.body_len = 0;
     r2.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r2);
-    run_until(f, is_done, &r2, 3000);
+    TU_RUN_UNTIL(f->l, r2.done > 0, 3000);
     assert_int_equal(r2.error, HTTPC_OK);
     assert_int_equal(r2.status, 201);
     assert_string_equal(f->s->echo_method, "DELETE");
@@ -710,7 +637,7 @@ t_stream_in_order(void **state)
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
     assert_non_null(r.call);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_OK);
     assert_int_equal(r.status, 200);
     assert_int_equal(r.nheaders, 1);
@@ -738,18 +665,18 @@ t_max_body(void **state)
 
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_ERR_TOO_LARGE);
     assert_true(r.errmsg[0] != '\0');
     /* Exactly max_body bytes is still fine. */
     req.url = tcp_url(f, "/big/1000");
     r2.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r2);
-    run_until(f, is_done, &r2, 3000);
+    TU_RUN_UNTIL(f->l, r2.done > 0, 3000);
     assert_int_equal(r2.error, HTTPC_OK);
     assert_int_equal(r2.body_len, 1000);
     req.url = tcp_url(f, "/big/1001");
     r3.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r3);
-    run_until(f, is_done, &r3, 3000);
+    TU_RUN_UNTIL(f->l, r3.done > 0, 3000);
     assert_int_equal(r3.error, HTTPC_ERR_TOO_LARGE);
     assert_int_equal(loop_http_active(f->l), 0);
     rec_clear(&r);
@@ -769,7 +696,7 @@ t_default_max_body(void **state)
 
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
-    run_until(f, is_done, &r, 5000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 5000);
     assert_int_equal(r.error, HTTPC_OK);
     assert_int_equal(r.body_len, 1048576);
     for (i = 0; i < r.body_len; i++)
@@ -803,7 +730,7 @@ t_timeout(void **state)
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
     assert_non_null(r.call);
-    run_until(f, is_done, &r, 5000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 5000);
     el = r.done_ms - t0;
     assert_int_equal(r.error, HTTPC_ERR_TIMEOUT);
     assert_int_equal(r.status, 0);
@@ -829,7 +756,7 @@ t_connect_missing_unix(void **state)
     r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
     assert_non_null(r.call);
     assert_int_equal(r.done, 0);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_ERR_CONNECT);
     assert_int_equal(r.status, 0);
     assert_int_equal(r.nheaders, 0);
@@ -859,7 +786,7 @@ t_connect_refused_tcp(void **state)
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/x", ntohs(sin.sin_port));
     req.url = url;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     close(fd);
     assert_int_equal(r.error, HTTPC_ERR_CONNECT);
     rec_clear(&r);
@@ -875,14 +802,14 @@ t_data_abort(void **state)
 
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_ERR_ABORTED);
     assert_int_equal(r.ndata, 1);
     assert_int_equal(r.nheaders, 1);
     assert_int_equal(r.status, 200);
     assert_string_equal(r.data, "chunk0\n");
     /* Nothing more after on_done. */
-    run_for(f, 150);
+    tu_run_for(f->l, 150);
     assert_int_equal(r.done, 1);
     assert_int_equal(r.ndata, 1);
     assert_int_equal(loop_http_active(f->l), 0);
@@ -903,9 +830,9 @@ t_cancel_in_data(void **state)
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
     r2.call = loop_http(f->l, &ureq, rec_headers, rec_data, rec_done, &r2);
     assert_int_equal(loop_http_active(f->l), 2);
-    run_until(f, has_data, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.ndata > 0, 3000);
     /* Past the point where all chunks and the end would have come. */
-    run_for(f, 400);
+    tu_run_for(f->l, 400);
     assert_int_equal(r.ndata, 1);
     assert_int_equal(r.done, 0);
     assert_int_equal(r2.ndata, 2);
@@ -934,9 +861,9 @@ t_cancel_in_headers(void **state)
      * packet as the headers). */
     r.call = loop_http(f->l, &sreq, rec_headers, rec_data, rec_done, &r);
     r2.call = loop_http(f->l, &hreq, rec_headers, NULL, rec_done, &r2);
-    run_until(f, has_headers, &r, 3000);
-    run_until(f, has_headers, &r2, 3000);
-    run_for(f, 300);
+    TU_RUN_UNTIL(f->l, r.nheaders > 0, 3000);
+    TU_RUN_UNTIL(f->l, r2.nheaders > 0, 3000);
+    tu_run_for(f->l, 300);
     assert_int_equal(r.nheaders, 1);
     assert_int_equal(r.ndata, 0);
     assert_int_equal(r.done, 0);
@@ -963,13 +890,13 @@ t_cancel_other_from_data(void **state)
     (void)state;
     victim.call =
         loop_http(f->l, &never, rec_headers, NULL, rec_done, &victim);
-    run_until(f, requests_at_least, &n, 3000);
+    TU_RUN_UNTIL(f->l, requests_at_least(&n), 3000);
     r.victim = &victim;
     r.call = loop_http(f->l, &stream, rec_headers, rec_data, rec_done, &r);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_int_equal(r.error, HTTPC_OK);
     assert_null(victim.call);
-    run_for(f, 100);
+    tu_run_for(f->l, 100);
     assert_int_equal(victim.done, 0);
     assert_int_equal(victim.nheaders, 0);
     assert_int_equal(loop_http_active(f->l), 0);
@@ -996,11 +923,11 @@ t_cancel_outside(void **state)
     assert_int_equal(loop_http_active(f->l), 0);
     r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
     /* And once the server holds it. */
-    run_until(f, requests_at_least, &n, 3000);
+    TU_RUN_UNTIL(f->l, requests_at_least(&n), 3000);
     loop_http_cancel(r.call);
     assert_int_equal(loop_http_active(f->l), 0);
     loop_http_cancel(NULL); /* documented as fine */
-    run_for(f, 200);
+    tu_run_for(f->l, 200);
     assert_int_equal(r.done, 0);
     assert_int_equal(r.nheaders, 0);
     rec_clear(&r);
@@ -1020,9 +947,9 @@ t_spawn_from_data(void **state)
     r.spawn_url = hello;
     r.l = f->l;
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
-    run_until(f, is_done, &r, 3000);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
     assert_non_null(r.spawned);
-    run_until(f, is_done, r.spawned, 3000);
+    TU_RUN_UNTIL(f->l, r.spawned->done > 0, 3000);
     /* Counted as soon as started, though added to libcurl later. */
     assert_int_equal(r.active_after_spawn, 2);
     check_hello(r.spawned);
@@ -1055,12 +982,6 @@ chain_done(const struct http_response *res, void *arg)
         assert_non_null(loop_http(c->l, &req, NULL, NULL, chain_done, c));
 }
 
-static int
-chain_over(const void *arg)
-{
-    return ((const struct chain *)arg)->left == 0;
-}
-
 static void
 t_start_from_done(void **state)
 {
@@ -1072,7 +993,7 @@ t_start_from_done(void **state)
     c.url = tcp_url(f, "/hello");
     req.url = c.url;
     assert_non_null(loop_http(f->l, &req, NULL, NULL, chain_done, &c));
-    run_until(f, chain_over, &c, 3000);
+    TU_RUN_UNTIL(f->l, c.left == 0, 3000);
     assert_int_equal(c.done, 5);
     assert_int_equal(c.last_status, 200);
     assert_int_equal(loop_http_active(f->l), 0);
@@ -1123,7 +1044,7 @@ t_concurrent(void **state)
         assert_non_null(m->r[i].call);
     }
     assert_int_equal(loop_http_active(f->l), NCONC);
-    run_until(f, all_done, m, 10000);
+    TU_RUN_UNTIL(f->l, all_done(m), 10000);
     for (i = 0; i < NCONC; i++) {
         char want[32];
 
@@ -1191,9 +1112,9 @@ t_cap(void **state)
         loop_http(f->l, &stream, rec_headers, rec_data, rec_done, &m->stream);
     assert_non_null(m->stream.call);
     /* The stream is answered while the first slow calls are still held. */
-    run_until(f, has_headers, &m->stream, 3000);
+    TU_RUN_UNTIL(f->l, m->stream.nheaders > 0, 3000);
     assert_true(m->r[NCAPPED - 2].done == 0);
-    run_until(f, capped_done, m, 10000);
+    TU_RUN_UNTIL(f->l, capped_done(m), 10000);
     for (i = 0; i < NCAPPED - 1; i++) {
         assert_int_equal(m->r[i].error, HTTPC_OK);
         assert_int_equal(m->r[i].status, 200);
@@ -1208,7 +1129,7 @@ t_cap(void **state)
     assert_int_equal(f->s->slow_max, 3);
     assert_int_equal(f->s->slow_now, 0);
     assert_int_equal(loop_http_waiting(f->l), 0);
-    run_until(f, is_done, &m->stream, 3000);
+    TU_RUN_UNTIL(f->l, m->stream.done > 0, 3000);
     assert_int_equal(m->stream.error, HTTPC_OK);
     rec_clear(&m->stream);
     assert_int_equal(loop_http_active(f->l), 0);
@@ -1229,8 +1150,8 @@ t_active_counts(void **state)
     assert_int_equal(loop_http_active(f->l), 1);
     b.call = loop_http(f->l, &req, NULL, NULL, rec_done, &b);
     assert_int_equal(loop_http_active(f->l), 2);
-    run_until(f, is_done, &a, 3000);
-    run_until(f, is_done, &b, 3000);
+    TU_RUN_UNTIL(f->l, a.done > 0, 3000);
+    TU_RUN_UNTIL(f->l, b.done > 0, 3000);
     assert_int_equal(loop_http_active(f->l), 0);
     rec_clear(&a);
     rec_clear(&b);
@@ -1266,14 +1187,6 @@ t_response_header(void **state)
 /* Every kind of call still in flight when the loop goes: connected and
  * waiting, mid-stream, and one started from a callback that libcurl has
  * not been given yet. No callback runs, nothing leaks. */
-static int
-free_ready(const void *arg)
-{
-    const struct rec *r = arg;
-
-    return r[0].spawned != NULL;
-}
-
 static void
 t_free_in_flight(void **state)
 {
@@ -1297,12 +1210,11 @@ t_free_in_flight(void **state)
         loop_http(f->l, &stream, rec_headers, rec_data, rec_done, &r[0]);
     r[1].call = loop_http(f->l, &never, rec_headers, NULL, rec_done, &r[1]);
     r[2].call = loop_http(f->l, &never, rec_headers, NULL, rec_done, &r[2]);
-    run_until(f, requests_at_least, &n, 3000);
-    run_until(f, free_ready, r, 3000);
+    TU_RUN_UNTIL(f->l, requests_at_least(&n), 3000);
+    TU_RUN_UNTIL(f->l, r[0].spawned != NULL, 3000);
     assert_int_equal(loop_http_active(f->l), 4);
     /* The server goes first (it shares the base), then the loop with
      * four calls in flight. */
-    event_free(f->tick);
     srv_free(f->s);
     loop_free(f->l);
     for (i = 0; i < 3; i++)
@@ -1363,10 +1275,7 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN); /* the server may write to a closed peer */
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
-    if (getenv("TEST_SKIP") != NULL)
-        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    tu_test_filters();
     log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,26 +14,22 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "loop.h"
 #include "outbox.h"
 #include "store.h"
+#include "testutil.h"
 #include "upstream.h"
 
 #define MAX_KEYS 256
@@ -57,7 +53,6 @@ struct fx {
     struct outbox *ob;
     struct upstream *u;
     struct srv srv;
-    struct event *tick;
 };
 
 static void
@@ -85,22 +80,10 @@ srv_seen(const struct srv *s, const char *key)
     return n;
 }
 
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
-
 static struct fx *
 fx_new(void)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    struct evhttp_bound_socket *bs;
-    struct sockaddr_in sin;
-    socklen_t slen = sizeof(sin);
-    struct timeval tv = {0, 5000};
     char err[512];
 
     assert_non_null(f);
@@ -116,19 +99,9 @@ fx_new(void)
     assert_non_null(f->srv.http);
     evhttp_set_max_body_size(f->srv.http, 8u << 20);
     evhttp_set_gencb(f->srv.http, on_request, &f->srv);
-    bs = evhttp_bind_socket_with_handle(f->srv.http, "127.0.0.1", 0);
-    assert_non_null(bs);
-    assert_int_equal(getsockname(evconnlistener_get_fd(
-                                     evhttp_bound_socket_get_listener(bs)),
-                                 (struct sockaddr *)&sin, &slen),
-                     0);
-    f->srv.port = ntohs(sin.sin_port);
+    f->srv.port = tu_http_bind(f->srv.http);
     snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/ingest",
              f->srv.port);
-    /* Keeps the loop turning so run_until can look at the clock. */
-    f->tick = event_new(loop_base(f->l), -1, EV_PERSIST, on_tick, NULL);
-    assert_non_null(f->tick);
-    event_add(f->tick, &tv);
     return f;
 }
 
@@ -156,37 +129,14 @@ fx_start(struct fx *f)
 static void
 fx_free(struct fx *f)
 {
-    char path[128];
-    static const char *const names[] = {"reapd.db", "reapd.db-wal",
-                                        "reapd.db-shm"};
-    size_t i;
-
     upstream_free(f->u);
     outbox_free(f->ob);
-    event_free(f->tick);
     evhttp_free(f->srv.http);
     loop_free(f->l);
     assert_int_equal(store_close(f->st), STORE_OK);
-    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", f->dir, names[i]);
-        unlink(path);
-    }
+    tu_rm_store(f->dir);
     assert_int_equal(rmdir(f->dir), 0);
     free(f);
-}
-
-typedef int (*cond_fn)(struct fx *f, const void *arg);
-
-static void
-run_until(struct fx *f, cond_fn cond, const void *arg, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (!cond(f, arg)) {
-        if (loop_now_ms() > deadline)
-            fail_msg("condition not reached within %d ms", ms);
-        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
-    }
 }
 
 static int
@@ -208,18 +158,6 @@ n_dead(struct fx *f, const void *arg)
 
     assert_int_equal(store_counts(f->st, &c), STORE_OK);
     return c.dead >= *(const uint64_t *)arg;
-}
-
-static void
-rid(char *buf, unsigned n)
-{
-    snprintf(buf, STORE_REPORT_ID_MAX + 1, "%032x", n);
-}
-
-static void
-cid(char *buf, unsigned n)
-{
-    snprintf(buf, STORE_ID_MAX + 1, "%064x", n);
 }
 
 /* A report body of exactly `len` bytes (a JSON string, padded). */
@@ -246,7 +184,7 @@ expect_dead(struct fx *f, unsigned n, enum store_dead_reason why,
     char id[STORE_REPORT_ID_MAX + 1];
     struct store_report r;
 
-    rid(id, n);
+    tu_report_id(id, n);
     assert_int_equal(store_get_report(f->st, id, false, &r), STORE_OK);
     assert_int_equal(r.state, STORE_DEAD);
     assert_int_equal(r.dead_reason, why);
@@ -277,19 +215,19 @@ t_oversize_do_not_block(void **state)
 
     (void)state;
     for (i = 1; i <= nbig; i++) {
-        rid(id, i);
-        cid(ctr, i);
+        tu_report_id(id, i);
+        tu_container_id(ctr, i);
         assert_int_equal(
             store_add_report(f->st, id, ctr, big, UPSTREAM_BODY_MAX + 1, 1000),
             STORE_OK);
     }
-    rid(id, 1000);
-    cid(ctr, 1000);
+    tu_report_id(id, 1000);
+    tu_container_id(ctr, 1000);
     assert_int_equal(store_add_report(f->st, id, ctr, small, 40, 1000),
                      STORE_OK);
     fx_start(f);
-    run_until(f, is_delivered, id, 10000);
-    run_until(f, n_dead, &want, 10000);
+    TU_RUN_UNTIL(f->l, is_delivered(f, id), 10000);
+    TU_RUN_UNTIL(f->l, n_dead(f, &want), 10000);
     assert_int_equal(srv_seen(&f->srv, id), 1);
     assert_int_equal(f->srv.nkeys, 1); /* none of the big ones was sent */
     assert_true(f->srv.max_body <= UPSTREAM_BODY_MAX);
@@ -327,19 +265,19 @@ t_bad_ids_do_not_block(void **state)
 
     (void)state;
     for (i = 1; i <= nbad; i++) {
-        rid(id, i);
+        tu_report_id(id, i);
         snprintf(ctr, sizeof(ctr), "%0128x", i);
         assert_int_equal(strlen(ctr), STORE_ID_MAX);
         assert_int_equal(store_add_report(f->st, id, ctr, small, 40, 1000),
                          STORE_OK);
     }
-    rid(id, 1000);
-    cid(ctr, 1000);
+    tu_report_id(id, 1000);
+    tu_container_id(ctr, 1000);
     assert_int_equal(store_add_report(f->st, id, ctr, small, 40, 1000),
                      STORE_OK);
     fx_start(f);
-    run_until(f, is_delivered, id, 10000);
-    run_until(f, n_dead, &want, 10000);
+    TU_RUN_UNTIL(f->l, is_delivered(f, id), 10000);
+    TU_RUN_UNTIL(f->l, n_dead(f, &want), 10000);
     assert_int_equal(f->srv.nkeys, 1);
     assert_int_equal(store_counts(f->st, &c), STORE_OK);
     assert_int_equal(c.pending, 0);
@@ -363,16 +301,16 @@ t_same_container(void **state)
     char *big = body_of(UPSTREAM_BODY_MAX + 1), *small = body_of(40);
 
     (void)state;
-    rid(id, 1);
-    rid(id2, 2);
-    cid(ctr, 1);
+    tu_report_id(id, 1);
+    tu_report_id(id2, 2);
+    tu_container_id(ctr, 1);
     assert_int_equal(
         store_add_report(f->st, id, ctr, big, UPSTREAM_BODY_MAX + 1, 1000),
         STORE_OK);
     assert_int_equal(store_add_report(f->st, id2, ctr, small, 40, 1000),
                      STORE_OK);
     fx_start(f);
-    run_until(f, is_delivered, id2, 10000);
+    TU_RUN_UNTIL(f->l, is_delivered(f, id2), 10000);
     expect_dead(f, 1, STORE_DEAD_TOO_LARGE, "never sent");
     assert_int_equal(f->srv.nkeys, 1);
     assert_string_equal(f->srv.keys[0], id2);
@@ -394,12 +332,12 @@ t_rejected(void **state)
 
     (void)state;
     f->srv.code = 422;
-    rid(id, 1);
-    cid(ctr, 1);
+    tu_report_id(id, 1);
+    tu_container_id(ctr, 1);
     assert_int_equal(store_add_report(f->st, id, ctr, small, 40, 1000),
                      STORE_OK);
     fx_start(f);
-    run_until(f, n_dead, &want, 10000);
+    TU_RUN_UNTIL(f->l, n_dead(f, &want), 10000);
     expect_dead(f, 1, STORE_DEAD_REJECTED, "HTTP 422");
     assert_int_equal(srv_seen(&f->srv, id), 1);
     outbox_stats(f->ob, &os);
@@ -409,43 +347,28 @@ t_rejected(void **state)
     fx_free(f);
 }
 
-/* Turns the loop for `ms` milliseconds. */
-static void
-run_for(struct fx *f, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
-}
-
 /* The child of t_disk_full_no_storm: 0, or the number of the check that
  * failed. */
 static int
-disk_full_child(void)
+disk_full_child(void *arg)
 {
     struct fx *f = fx_new();
     char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
     char *small = body_of(40);
     struct outbox_stats os;
-    struct rlimit rl, full;
+    struct rlimit rl;
     int rc = 0;
 
-    signal(SIGXFSZ, SIG_IGN);
-    rid(id, 1);
-    cid(ctr, 1);
+    (void)arg;
+    tu_report_id(id, 1);
+    tu_container_id(ctr, 1);
     if (store_add_report(f->st, id, ctr, small, 40, 1000) != STORE_OK)
         return 10;
-    if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
-        return 11;
-    /* No file of this process can grow: the store's writes fail as on a
-     * full disk. */
-    full = rl;
-    full.rlim_cur = 0;
-    if (setrlimit(RLIMIT_FSIZE, &full) != 0)
+    /* The store's writes fail as on a full disk. */
+    if (tu_disk_full(&rl) != 0)
         return 12;
     fx_start(f);
-    run_for(f, 1500);
+    tu_run_for(f->l, 1500);
     outbox_stats(f->ob, &os);
     if (srv_seen(&f->srv, id) != 1)
         rc = 1; /* delivered once, not again and again */
@@ -463,7 +386,7 @@ disk_full_child(void)
      * at the latest), and the report is still not sent again. */
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
         return 13;
-    run_until(f, is_delivered, id, 10000);
+    TU_RUN_UNTIL(f->l, is_delivered(f, id), 10000);
     outbox_stats(f->ob, &os);
     if (srv_seen(&f->srv, id) != 1)
         return 4;
@@ -483,18 +406,8 @@ disk_full_child(void)
 static void
 t_disk_full_no_storm(void **state)
 {
-    pid_t pid;
-    int st = 0;
-
     (void)state;
-    fflush(NULL);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(disk_full_child());
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(tu_fork(disk_full_child, NULL), 0);
 }
 
 int

@@ -11,13 +11,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <event2/event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -29,22 +27,7 @@
 #include "reaper.h"
 #include "report.h"
 #include "store.h"
-
-#define MAX_REPORTS 32
-
-struct h {
-    char dir[64];
-    char sock[96];
-    struct loop *l;
-    struct fake_engine *fe;
-    struct docker *d;
-    struct config *cfg;
-    struct report_log *rl;
-    struct reaper *r;
-    struct json_node *reports[MAX_REPORTS];
-    int nreports;
-    struct event *tick;
-};
+#include "testutil.h"
 
 static const char *A =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
@@ -54,130 +37,33 @@ static const char *C =
     "ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc3";
 static const char *MANAGED = "{\"reapd.managed\":\"true\"}";
 
-static void
-on_report(const char *json, size_t len, void *arg)
-{
-    struct h *h = arg;
-
-    assert_true(h->nreports < MAX_REPORTS);
-    h->reports[h->nreports] = json_parse(json, len, NULL, 0, NULL, 0, NULL);
-    assert_non_null(h->reports[h->nreports]);
-    h->nreports++;
-}
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
-
-/* `extra` is spliced into "delete", `top` into the config object. */
-static struct h *
+/* reapd against the fake engine; `extra` is spliced into the config's
+ * "delete", `top` into the config object. */
+static struct tu_reapd *
 h_new2(const char *extra, const char *top)
 {
-    struct h *h = calloc(1, sizeof(*h));
-    struct config_errors errs = {0};
-    char text[4096];
-    struct timeval tv = {0, 10000};
+    struct tu_reapd *h = calloc(1, sizeof(*h));
 
     assert_non_null(h);
-    snprintf(h->dir, sizeof(h->dir), "/tmp/reapd-test-XXXXXX");
-    assert_non_null(mkdtemp(h->dir));
-    snprintf(h->sock, sizeof(h->sock), "%s/docker.sock", h->dir);
-    snprintf(text, sizeof(text),
-             "{\"node\":\"t\",\"state_dir\":\"%s\","
-             "\"docker\":{\"socket\":\"%s\",\"request_timeout_ms\":2000,"
-             "\"reconnect_max_ms\":200},"
-             "\"delete\":{\"poll_interval_ms\":20,\"retry_base_ms\":20,"
-             "\"retry_max_ms\":100%s}%s}",
-             h->dir, h->sock, extra, top);
-    if (config_parse("test", text, strlen(text), &h->cfg, &errs) != 0) {
-        size_t i;
-
-        for (i = 0; i < errs.count; i++)
-            fprintf(stderr, "%s\n", errs.lines[i]);
-        fail_msg("config rejected");
-    }
-    h->l = loop_new();
-    assert_non_null(h->l);
-    h->fe = fake_engine_new(loop_base(h->l), h->sock);
-    assert_non_null(h->fe);
-    h->d = docker_new(h->l, h->sock, 2000, 200);
-    assert_non_null(h->d);
-    h->rl = report_log_open(h->dir);
-    assert_non_null(h->rl);
-    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
-    assert_non_null(h->r);
-    reaper_on_report(h->r, on_report, h);
-    /* Keeps the loop turning so run_until can look at the clock. */
-    h->tick = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, NULL);
-    event_add(h->tick, &tv);
+    tu_reapd_open(h, "test", extra, top);
     return h;
 }
 
-static struct h *
+static struct tu_reapd *
 h_new(const char *extra)
 {
     return h_new2(extra, "");
 }
 
 static void
-h_free(struct h *h)
+h_free(struct tu_reapd *h)
 {
-    char path[128];
-    int i;
-
-    event_free(h->tick);
-    reaper_free(h->r);
-    docker_free(h->d);
-    fake_engine_free(h->fe);
-    loop_free(h->l);
-    report_log_close(h->rl);
-    config_free(h->cfg);
-    for (i = 0; i < h->nreports; i++)
-        json_free(h->reports[i]);
-    snprintf(path, sizeof(path), "%s/reports.jsonl", h->dir);
-    unlink(path);
-    rmdir(h->dir);
+    tu_reapd_close(h);
     free(h);
 }
 
-typedef int (*cond_fn)(struct h *h, const void *arg);
-
-/* Runs the loop until `cond` holds; fails the test after `ms`. */
-static void
-run_until(struct h *h, cond_fn cond, const void *arg, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (!cond(h, arg)) {
-        if (loop_now_ms() > deadline)
-            fail_msg("condition not reached within %d ms", ms);
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
-    }
-}
-
-/* Runs the loop for `ms` whatever happens. */
-static void
-run_for(struct h *h, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
-}
-
-static int
-is_ready(struct h *h, const void *arg)
-{
-    (void)arg;
-    return reaper_ready(h->r, NULL);
-}
-
 static const struct json_node *
-report_for(struct h *h, const char *id)
+report_for(struct tu_reapd *h, const char *id)
 {
     int i;
 
@@ -189,15 +75,9 @@ report_for(struct h *h, const char *id)
 }
 
 static int
-has_report(struct h *h, const void *id)
+has_report(struct tu_reapd *h, const void *id)
 {
     return report_for(h, id) != NULL;
-}
-
-static int
-nreports_at_least(struct h *h, const void *n)
-{
-    return h->nreports >= *(const int *)n;
 }
 
 static int64_t
@@ -232,18 +112,18 @@ is_true(const struct json_node *rep, const char *key)
     return n->boolean;
 }
 
-static struct h *
+static struct tu_reapd *
 started2(const char *extra, const char *top)
 {
-    struct h *h = h_new2(extra, top);
+    struct tu_reapd *h = h_new2(extra, top);
 
     assert_false(reaper_ready(h->r, NULL));
     assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
     return h;
 }
 
-static struct h *
+static struct tu_reapd *
 started(const char *extra)
 {
     return started2(extra, "");
@@ -252,16 +132,16 @@ started(const char *extra)
 static void
 t_exit_code_and_unmanaged(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
     fake_engine_add(h->fe, B, "other", "{\"x\":\"y\"}", NULL, 1);
-    run_for(h, 100);
+    tu_run_for(h->l, 100);
     fake_engine_exit(h->fe, B, 3, 3);
     fake_engine_exit(h->fe, A, 42, 42);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 42);
     assert_string_equal(json_string(json_get(rep, "exit_code_source")),
@@ -276,7 +156,7 @@ t_exit_code_and_unmanaged(void **state)
     assert_int_equal(json_get(rep, "anomalies")->count, 0);
     assert_false(fake_engine_has(h->fe, A));
     /* The unmanaged one is untouched and unreported. */
-    run_for(h, 200);
+    tu_run_for(h->l, 200);
     assert_true(fake_engine_has(h->fe, B));
     assert_null(report_for(h, B));
     assert_int_equal(h->nreports, 1);
@@ -286,14 +166,14 @@ t_exit_code_and_unmanaged(void **state)
 static void
 t_engine_exit_code_mismatch(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "seed", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 7, 255);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 7);
     assert_int_equal(int_of(rep, "engine_exit_code"), 255);
@@ -304,14 +184,14 @@ t_engine_exit_code_mismatch(void **state)
 static void
 t_genuine_255(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "g", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 255, 255);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 255);
     assert_false(has_anomaly(rep, "engine_exit_code_mismatch"));
@@ -321,16 +201,16 @@ t_genuine_255(void **state)
 static void
 t_delete_500_retried(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "r", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_fail(h->fe, FAKE_DELETE, 500, 2,
                      "failed to delete task: context deadline exceeded");
     fake_engine_exit(h->fe, A, 1, 1);
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "delete_attempts"), 3);
     assert_true(has_anomaly(rep, "delete_retried"));
@@ -342,16 +222,16 @@ t_delete_500_retried(void **state)
 static void
 t_delete_409_then_retry(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "c", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_fail(h->fe, FAKE_DELETE, 409, 1,
                      "removal of container is already in progress");
     fake_engine_exit(h->fe, A, 2, 2);
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     rep = report_for(h, A);
     /* 409, then polling found it present and not being removed: retry. */
     assert_int_equal(int_of(rep, "delete_attempts"), 2);
@@ -362,15 +242,15 @@ t_delete_409_then_retry(void **state)
 static void
 t_inspect_failures_retried(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "i", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_fail(h->fe, FAKE_INSPECT, 500, 3, "engine busy");
     fake_engine_exit(h->fe, A, 9, 9);
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 9);
     assert_string_equal(json_string(json_get(rep, "exit_code_source")),
@@ -382,18 +262,18 @@ t_inspect_failures_retried(void **state)
 static void
 t_slow_inspect_does_not_delay_others(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
 
     (void)state;
     fake_engine_add(h->fe, A, "slow", MANAGED, NULL, 1);
     fake_engine_add(h->fe, B, "fast", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_delay(h->fe, FAKE_INSPECT, 1500, A);
     fake_engine_exit(h->fe, A, 7, 7);
     fake_engine_exit(h->fe, B, 5, 5);
-    run_until(h, has_report, B, 1000);
+    TU_RUN_UNTIL(h->l, has_report(h, B), 1000);
     assert_null(report_for(h, A));
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 7);
     h_free(h);
 }
@@ -401,19 +281,18 @@ t_slow_inspect_does_not_delay_others(void **state)
 static void
 t_max_in_flight(void **state)
 {
-    struct h *h = started(",\"max_in_flight\":1");
-    int three = 3;
+    struct tu_reapd *h = started(",\"max_in_flight\":1");
 
     (void)state;
     fake_engine_add(h->fe, A, "q1", MANAGED, NULL, 1);
     fake_engine_add(h->fe, B, "q2", MANAGED, NULL, 1);
     fake_engine_add(h->fe, C, "q3", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_delay(h->fe, FAKE_DELETE, 150, NULL);
     fake_engine_exit(h->fe, A, 1, 1);
     fake_engine_exit(h->fe, B, 2, 2);
     fake_engine_exit(h->fe, C, 3, 3);
-    run_until(h, nreports_at_least, &three, 5000);
+    TU_RUN_UNTIL(h->l, h->nreports >= 3, 5000);
     assert_int_equal(fake_engine_max_concurrent_deletes(h->fe), 1);
     assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 3);
     h_free(h);
@@ -422,15 +301,15 @@ t_max_in_flight(void **state)
 static void
 t_removed_by_other(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "rm", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 6, 6);
     fake_engine_remove(h->fe, A, 1);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 6);
     assert_string_equal(json_string(json_get(rep, "exit_code_source")),
@@ -444,26 +323,26 @@ t_removed_by_other(void **state)
 static void
 t_restart_is_not_final(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
 
     (void)state;
     fake_engine_add(h->fe, A, "rs", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 1, 1);
     fake_engine_set_state(h->fe, A, "restarting");
-    run_for(h, 300);
+    tu_run_for(h->l, 300);
     assert_int_equal(h->nreports, 0);
     assert_true(fake_engine_has(h->fe, A));
     fake_engine_set_state(h->fe, A, "running");
     fake_engine_exit(h->fe, A, 4, 4);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 4);
     assert_int_equal(h->nreports, 1);
     h_free(h);
 }
 
 static int
-streams_reconnected(struct h *h, const void *n)
+streams_reconnected(struct tu_reapd *h, const void *n)
 {
     return fake_engine_count(h->fe, FAKE_EVENTS) >= *(const int *)n &&
            reaper_ready(h->r, NULL);
@@ -472,23 +351,23 @@ streams_reconnected(struct h *h, const void *n)
 static void
 t_stream_cut_and_missed_exit(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     const struct json_node *rep;
     int two = 2;
 
     (void)state;
     fake_engine_add(h->fe, A, "cut", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     /* Half an object, then the connection drops; meanwhile the container
      * exits and the engine "forgets" the event (as after a restart). */
     fake_engine_stream_raw(h->fe, "{\"Type\":\"container\",\"Act");
-    run_for(h, 20);
+    tu_run_for(h->l, 20);
     fake_engine_drop_events(h->fe, 1);
     fake_engine_exit(h->fe, A, 5, 5);
     fake_engine_cut_streams(h->fe);
     fake_engine_drop_events(h->fe, 0);
-    run_until(h, streams_reconnected, &two, 3000);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, streams_reconnected(h, &two), 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 5);
     assert_int_equal(json_get(rep, "engine_exit_code")->type, JSON_NULL);
@@ -501,15 +380,15 @@ t_stream_cut_and_missed_exit(void **state)
 static void
 t_garbage_stream_steps_over(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
 
     (void)state;
     fake_engine_stream_raw(h->fe, "{\"Type\": nonsense}\n");
-    run_for(h, 100);
+    tu_run_for(h->l, 100);
     fake_engine_add(h->fe, A, "after", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 8, 8);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 8);
     assert_int_equal(fake_engine_count(h->fe, FAKE_EVENTS), 1);
     assert_int_equal(docker_watch_rejected(h->d), 1);
@@ -521,7 +400,7 @@ t_garbage_stream_steps_over(void **state)
 static void
 t_gap_relists(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
 
     (void)state;
     fake_engine_drop_events(h->fe, 1);
@@ -529,7 +408,7 @@ t_gap_relists(void **state)
     fake_engine_exit(h->fe, A, 12, 12);
     fake_engine_drop_events(h->fe, 0);
     fake_engine_stream_raw(h->fe, "{\"Type\":\"container\",\"Action\":}\n");
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 12);
     assert_int_equal(fake_engine_count(h->fe, FAKE_EVENTS), 1);
     h_free(h);
@@ -541,7 +420,7 @@ t_gap_relists(void **state)
 static void
 t_huge_labels_managed(void **state)
 {
-    struct h *h = started("");
+    struct tu_reapd *h = started("");
     size_t big = 300 * 1024, cap = 3 * big + 5000 * 32 + 256, off, i;
     char *labels = malloc(cap);
     const struct json_node *rep, *l;
@@ -562,9 +441,9 @@ t_huge_labels_managed(void **state)
     snprintf(labels + off, cap - off, "\"reapd.managed\":\"true\"}");
     fake_engine_add(h->fe, A, "big", labels, NULL, 1);
     free(labels);
-    run_for(h, 100);
+    tu_run_for(h->l, 100);
     fake_engine_exit(h->fe, A, 9, 9);
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 9);
     assert_true(is_true(rep, "removed"));
@@ -586,7 +465,7 @@ t_huge_labels_managed(void **state)
 static void
 t_bulky_containers(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     size_t n = 4u << 20, i, off;
     char *bulk = malloc(n + 1024);
     const struct json_node *rep;
@@ -607,9 +486,9 @@ t_bulky_containers(void **state)
     fake_engine_set_bulk(h->fe, A, bulk);
     free(bulk);
     assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 5000);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 5000);
     fake_engine_exit(h->fe, A, 70, 70);
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 70);
     assert_true(is_true(rep, "removed"));
@@ -621,13 +500,13 @@ t_bulky_containers(void **state)
 static void
 t_exited_before_start_found_by_relist(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "old", MANAGED, "exited", 0);
     assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 0);
     assert_int_equal(json_get(rep, "engine_exit_code")->type, JSON_NULL);
@@ -637,17 +516,16 @@ t_exited_before_start_found_by_relist(void **state)
 static void
 t_keep_policy(void **state)
 {
-    struct h *h =
+    struct tu_reapd *h =
         started2("", ",\"policies\":[{\"name\":\"k\",\"match\":{\"labels\":"
                      "{\"reapd.managed\":\"true\"}},\"action\":\"keep\"}]");
     const struct json_node *rep;
-    int two = 2;
 
     (void)state;
     fake_engine_add(h->fe, A, "kept", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 11, 11);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 11);
     assert_false(is_true(rep, "removed"));
@@ -657,9 +535,9 @@ t_keep_policy(void **state)
     /* Run again (its start unseen) and exits again: a second report. */
     fake_engine_set_state(h->fe, A, "running");
     fake_engine_exit(h->fe, A, 12, 12);
-    run_until(h, nreports_at_least, &two, 3000);
+    TU_RUN_UNTIL(h->l, h->nreports >= 2, 3000);
     assert_int_equal(int_of(h->reports[1], "exit_code"), 12);
-    run_for(h, 200);
+    tu_run_for(h->l, 200);
     assert_int_equal(h->nreports, 2);
     h_free(h);
 }
@@ -667,29 +545,30 @@ t_keep_policy(void **state)
 static void
 t_give_up(void **state)
 {
-    struct h *h = started(",\"give_up_after_ms\":300,\"warn_after_ms\":100");
+    struct tu_reapd *h =
+        started(",\"give_up_after_ms\":300,\"warn_after_ms\":100");
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "never", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_fail(h->fe, FAKE_DELETE, 500, 1000, "always broken");
     fake_engine_exit(h->fe, A, 3, 3);
-    run_until(h, has_report, A, 3000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
     assert_false(is_true(rep, "removed"));
     assert_true(has_anomaly(rep, "cleanup_gave_up"));
     assert_true(has_anomaly(rep, "cleanup_slow"));
     assert_true(fake_engine_has(h->fe, A));
     /* Abandoned, not retried for ever, and never reported twice. */
-    run_for(h, 300);
+    tu_run_for(h->l, 300);
     assert_int_equal(h->nreports, 1);
     h_free(h);
 }
 
 /* reapd killed: its docker client and reaper gone, the store kept. */
 static void
-h_stop(struct h *h)
+h_stop(struct tu_reapd *h)
 {
     reaper_free(h->r);
     h->r = NULL;
@@ -699,38 +578,26 @@ h_stop(struct h *h)
 
 /* The next run of reapd, on the same store. */
 static void
-h_restart(struct h *h, struct store *st)
+h_restart(struct tu_reapd *h, struct store *st)
 {
-    h->d = docker_new(h->l, h->sock, 2000, 200);
-    assert_non_null(h->d);
-    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
-    assert_non_null(h->r);
-    reaper_on_report(h->r, on_report, h);
+    tu_reapd_new_reaper(h);
     reaper_set_store(h->r, st);
     assert_int_equal(reaper_start(h->r), 0);
 }
 
 static void
-h_drop_store(struct h *h, struct store *st)
+h_drop_store(struct tu_reapd *h, struct store *st)
 {
-    static const char *const files[] = {"reapd.db", "reapd.db-wal",
-                                        "reapd.db-shm"};
-    char path[128];
-    size_t i;
-
     reaper_free(h->r);
     h->r = NULL;
     assert_int_equal(store_close(st), STORE_OK);
-    for (i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", h->dir, files[i]);
-        unlink(path);
-    }
+    tu_rm_store(h->dir);
 }
 
 /* reapd started on a state database in h->dir: the store, opened; the
  * caller closes it (h_drop_store). */
 static struct store *
-h_store_start(struct h *h)
+h_store_start(struct tu_reapd *h)
 {
     struct store *st = NULL;
     char err[256];
@@ -738,7 +605,7 @@ h_store_start(struct h *h)
     assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
     reaper_set_store(h->r, st);
     assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
     return st;
 }
 
@@ -751,7 +618,7 @@ h_store_start(struct h *h)
 static void
 t_replayed_die_already_reported(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     struct store *st = NULL;
     char err[256], line[1024];
     int64_t now_ms = report_now_ms();
@@ -765,7 +632,7 @@ t_replayed_die_already_reported(void **state)
     assert_int_equal(store_flush(st), STORE_OK);
     reaper_set_store(h->r, st);
     assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
     /* A's die from before its report, and B's (never reported). */
     for (i = 0; i < 2; i++) {
         long long nano = (now_ms - 5000) * 1000000LL;
@@ -779,8 +646,8 @@ t_replayed_die_already_reported(void **state)
                  i == 0 ? A : B, i, nano / 1000000000, nano);
         fake_engine_stream_raw(h->fe, line);
     }
-    run_until(h, has_report, B, 5000);
-    run_for(h, 300);
+    TU_RUN_UNTIL(h->l, has_report(h, B), 5000);
+    tu_run_for(h->l, 300);
     assert_false(has_report(h, A));
     assert_int_equal(h->nreports, 1);
     h_drop_store(h, st);
@@ -811,7 +678,7 @@ has_record(struct store *st, const char *id)
 static void
 t_running_container_survives_kill(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     struct store *st;
     const struct json_node *rep;
 
@@ -819,7 +686,7 @@ t_running_container_survives_kill(void **state)
     fake_engine_add(h->fe, B, "never-started", MANAGED, "created", 0);
     st = h_store_start(h);
     fake_engine_add(h->fe, A, "rm-me", MANAGED, NULL, 1);
-    run_for(h, 200);
+    tu_run_for(h->l, 200);
     assert_true(has_record(st, A));
     assert_false(has_record(st, B));
 
@@ -831,8 +698,8 @@ t_running_container_survives_kill(void **state)
     fake_engine_remove(h->fe, B, 1);
     fake_engine_drop_events(h->fe, 0);
     h_restart(h, st);
-    run_until(h, has_report, A, 5000);
-    run_for(h, 200);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    tu_run_for(h->l, 200);
     rep = report_for(h, A);
     assert_int_equal(json_get(rep, "exit_code")->type, JSON_NULL);
     assert_true(has_anomaly(rep, "exit_code_unknown"));
@@ -853,14 +720,14 @@ t_running_container_survives_kill(void **state)
 static void
 t_loaded_record_of_reported_removal(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     struct store *st = h_store_start(h);
     const struct json_node *rep;
 
     (void)state;
     fake_engine_add(h->fe, A, "reported", MANAGED, NULL, 1);
     fake_engine_add(h->fe, B, "kept-once", MANAGED, NULL, 1);
-    run_for(h, 200);
+    tu_run_for(h->l, 200);
     assert_true(has_record(st, A));
     assert_true(has_record(st, B));
     h_stop(h);
@@ -878,8 +745,8 @@ t_loaded_record_of_reported_removal(void **state)
     fake_engine_remove(h->fe, B, 1);
     fake_engine_drop_events(h->fe, 0);
     h_restart(h, st);
-    run_until(h, has_report, B, 5000);
-    run_for(h, 300);
+    TU_RUN_UNTIL(h->l, has_report(h, B), 5000);
+    tu_run_for(h->l, 300);
     assert_false(has_report(h, A));
     assert_int_equal(h->nreports, 1);
     rep = report_for(h, B);
@@ -891,7 +758,7 @@ t_loaded_record_of_reported_removal(void **state)
 }
 
 static int
-reports_of(struct h *h, const char *id)
+reports_of(struct tu_reapd *h, const char *id)
 {
     int i, n = 0;
 
@@ -905,19 +772,19 @@ reports_of(struct h *h, const char *id)
 /* The child of t_unsaved_report_covers_replayed_die: 0, or the number of
  * the check that failed. */
 static int
-unsaved_covers_child(void)
+unsaved_covers_child(void *arg)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     struct store *st = NULL;
     struct store_report sr;
     struct report rep;
-    struct rlimit rl, full;
+    struct rlimit rl;
     char err[256], line[1024], r1[33];
     int64_t now_ms = report_now_ms();
     size_t len, i;
     char *json;
 
-    signal(SIGXFSZ, SIG_IGN);
+    (void)arg;
     if (store_open(h->dir, &st, err, sizeof(err)) != STORE_OK)
         return 10;
     if (store_set_checkpoint(st, "reports.jsonl.end", 0) != STORE_OK ||
@@ -938,19 +805,14 @@ unsaved_covers_child(void)
     if (json == NULL || report_log_append(h->rl, json, len) != 0)
         return 11;
     free(json);
-    /* A full disk: no file of this process can grow. */
-    if (getrlimit(RLIMIT_FSIZE, &rl) != 0)
-        return 12;
-    full = rl;
-    full.rlim_cur = 0;
-    if (setrlimit(RLIMIT_FSIZE, &full) != 0)
+    if (tu_disk_full(&rl) != 0)
         return 13;
     reaper_set_store(h->r, st);
     if (reaper_start(h->r) != 0)
         return 14;
     if (store_get_report(st, r1, false, &sr) != STORE_NOT_FOUND)
         return 15; /* the fault did not take: the test proves nothing */
-    run_until(h, is_ready, NULL, 3000);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
     /* The engine replays A's die (A is gone), and B's, never reported. */
     for (i = 0; i < 2; i++) {
         long long nano = (now_ms - 5000) * 1000000LL;
@@ -964,12 +826,12 @@ unsaved_covers_child(void)
                  i == 0 ? A : B, i, nano / 1000000000, nano);
         fake_engine_stream_raw(h->fe, line);
     }
-    run_for(h, 500);
+    tu_run_for(h->l, 500);
     /* Space again: what waited in memory is stored and reported. */
     if (setrlimit(RLIMIT_FSIZE, &rl) != 0)
         return 16;
-    run_until(h, has_report, B, 5000);
-    run_for(h, 300);
+    TU_RUN_UNTIL(h->l, has_report(h, B), 5000);
+    tu_run_for(h->l, 300);
     if (reports_of(h, A) != 1)
         return 1; /* A's exit under a second id */
     if (strcmp(json_string(json_get(report_for(h, A), "report_id")), r1) != 0)
@@ -991,18 +853,8 @@ unsaved_covers_child(void)
 static void
 t_unsaved_report_covers_replayed_die(void **state)
 {
-    pid_t pid;
-    int st = 0;
-
     (void)state;
-    fflush(NULL);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(unsaved_covers_child());
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st));
-    assert_int_equal(WEXITSTATUS(st), 0);
+    assert_int_equal(tu_fork(unsaved_covers_child, NULL), 0);
 }
 
 /* While the state cannot be written (the database full: its size cap at
@@ -1013,7 +865,7 @@ t_unsaved_report_covers_replayed_die(void **state)
 static void
 t_no_delete_before_record_durable(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     struct store *st;
     struct reaper_stats rs;
     char labels[8192];
@@ -1025,9 +877,9 @@ t_no_delete_before_record_durable(void **state)
     st = h_store_start(h);
     assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
     fake_engine_add(h->fe, A, "held", labels, NULL, 1);
-    run_for(h, 100);
+    tu_run_for(h->l, 100);
     fake_engine_exit(h->fe, A, 5, 5);
-    run_for(h, 1500);
+    tu_run_for(h->l, 1500);
     assert_true(fake_engine_has(h->fe, A));
     assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 0);
     assert_false(has_report(h, A));
@@ -1036,7 +888,7 @@ t_no_delete_before_record_durable(void **state)
 
     /* Room again. */
     assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
-    run_until(h, has_report, A, 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 5);
     assert_true(is_true(report_for(h, A), "removed"));
     assert_false(fake_engine_has(h->fe, A));
@@ -1052,7 +904,7 @@ t_no_delete_before_record_durable(void **state)
 static void
 t_journal_recovery(void **state)
 {
-    struct h *h = h_new("");
+    struct tu_reapd *h = h_new("");
     struct store *st = NULL;
     struct store_report sr;
     struct report rep;
@@ -1097,7 +949,7 @@ t_journal_recovery(void **state)
     store_report_clear(&sr);
     assert_int_equal(store_get_report(st, kept, false, &sr), STORE_OK);
     store_report_clear(&sr);
-    run_until(h, is_ready, NULL, 3000);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
     assert_int_equal(store_flush(st), STORE_OK);
     assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
                      STORE_OK);
@@ -1105,10 +957,10 @@ t_journal_recovery(void **state)
 
     /* A report made now: the checkpoint follows the journal. */
     fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
-    run_for(h, 50);
+    tu_run_for(h->l, 50);
     fake_engine_exit(h->fe, A, 3, 3);
-    run_until(h, has_report, A, 3000);
-    run_for(h, 50);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
+    tu_run_for(h->l, 50);
     assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
                      STORE_OK);
     assert_int_equal(mark, report_log_end(h->rl));
@@ -1147,8 +999,7 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    tu_test_filters();
     log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

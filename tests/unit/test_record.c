@@ -16,6 +16,7 @@
 #include "bounds.h"
 #include "record.h"
 #include "report.h"
+#include "testutil.h"
 
 static void
 sample(struct lc *c, struct record_meta *m, struct label *labels)
@@ -210,40 +211,6 @@ t_minimal_record(void **state)
 
 /* ---- at and past the bounds ------------------------------------------ */
 
-/* Test data owned in one place: labels and the bytes they point into. */
-struct labset {
-    struct label *v;
-    size_t n;
-    char **mem;
-    size_t nmem;
-};
-
-static char *
-labset_text(struct labset *ls, size_t len, unsigned char fill)
-{
-    char *t = malloc(len + 1);
-
-    assert_non_null(t);
-    memset(t, fill, len);
-    t[len] = '\0';
-    ls->mem = realloc(ls->mem, (ls->nmem + 1) * sizeof(*ls->mem));
-    assert_non_null(ls->mem);
-    ls->mem[ls->nmem++] = t;
-    return t;
-}
-
-static void
-labset_free(struct labset *ls)
-{
-    size_t i;
-
-    for (i = 0; i < ls->nmem; i++)
-        free(ls->mem[i]);
-    free(ls->mem);
-    free(ls->v);
-    memset(ls, 0, sizeof(*ls));
-}
-
 /* A record written and read back; NULL (with the reason printed) when
  * the reader refuses what the writer wrote. */
 static struct record *
@@ -275,35 +242,20 @@ t_at_bounds(void **state)
     struct lc c;
     struct record_meta m;
     struct label two[2];
-    struct labset ls = {0};
+    struct tu_labset ls = {0};
     struct record *r;
     const struct record_meta *bm;
-    size_t len, i, total = 0;
+    size_t len, i;
 
     (void)state;
-    assert_int_equal(LIMIT_LABELS_STORED, 320);
-    assert_int_equal(LIMIT_LABELS_STORED_BYTES, 393216);
     sample(&c, &m, two);
-    ls.n = 320;
-    ls.v = calloc(ls.n, sizeof(*ls.v));
-    assert_non_null(ls.v);
-    for (i = 0; i < ls.n; i++) {
-        bool big = i < 64;
-        char *k = labset_text(&ls, big ? 1024 : 16, big ? 0x01 : 0x02);
-
-        k[0] = (char)(0x10 + (i >> 4 & 0xf));
-        k[1] = (char)(0x10 + (i & 0xf));
-        ls.v[i].key = k;
-        ls.v[i].value = labset_text(&ls, big ? 4096 : 240, 0x1f);
-        total += strlen(k) + strlen(ls.v[i].value);
-    }
-    assert_int_equal(total, LIMIT_LABELS_STORED_BYTES);
+    tu_labset_max(&ls);
     m.labels = ls.v;
     m.nlabels = ls.n;
-    m.name = labset_text(&ls, LIMIT_NAME_BYTES, 0x01);
-    m.image = labset_text(&ls, LIMIT_IMAGE_BYTES, 0x1f);
+    m.name = tu_labset_text(&ls, LIMIT_NAME_BYTES, 0x01);
+    m.image = tu_labset_text(&ls, LIMIT_IMAGE_BYTES, 0x1f);
     m.policy = m.started_at = m.finished_at =
-        labset_text(&ls, REPORT_TEXT_MAX, 0x01);
+        tu_labset_text(&ls, REPORT_TEXT_MAX, 0x01);
     r = write_read(&c, &m, &len);
     assert_true(len > LIMIT_RECORD_BYTES - 64 * 1024);
     bm = record_meta(r);
@@ -318,7 +270,7 @@ t_at_bounds(void **state)
     assert_string_equal(bm->finished_at, m.finished_at);
     assert_int_equal(record_lc(r)->state, LC_TASK_REAPING);
     record_free(r);
-    labset_free(&ls);
+    tu_labset_free(&ls);
 }
 
 /*
@@ -339,43 +291,20 @@ t_over_bounds(void **state)
     struct lc c;
     struct record_meta m;
     struct label two[2];
-    struct labset ls = {0};
+    struct tu_labset ls = {0};
     struct record *r;
     const struct record_meta *bm;
     char *euro, key[16];
     size_t len, i;
 
     (void)state;
-    assert_int_equal(LIMIT_LABEL_KEY, 1024);
-    assert_int_equal(LIMIT_LABEL_VALUE, 4096);
-    assert_int_equal(LIMIT_NAME_BYTES, 4096);
-    assert_int_equal(LIMIT_IMAGE_BYTES, 4096);
-    assert_int_equal(REPORT_TEXT_MAX, 512);
     sample(&c, &m, two);
-    ls.n = 5000;
-    ls.v = calloc(ls.n, sizeof(*ls.v));
-    assert_non_null(ls.v);
-    euro = labset_text(&ls, 5100, 'x');
-    for (i = 0; i < 5100; i += 3)
-        memcpy(euro + i, "\xe2\x82\xac", 3);
-    ls.v[0].key = labset_text(&ls, 1025, 'k');
-    ls.v[0].value = "dropped";
-    ls.v[1].key = "bad\xff";
-    ls.v[1].value = "dropped";
-    ls.v[2].key = "cut";
-    ls.v[2].value = "ok\xc3rest";
-    for (i = 3; i < ls.n; i++) {
-        char *k = labset_text(&ls, 5, 'l');
-
-        snprintf(k, 6, "l%04u", (unsigned)(i % 10000));
-        ls.v[i].key = k;
-        ls.v[i].value = euro;
-    }
+    euro = tu_labset_over(&ls);
     m.labels = ls.v;
     m.nlabels = ls.n;
     m.name = euro;
-    m.image = labset_text(&ls, 5000, 'i');
-    m.policy = labset_text(&ls, 600, 'p');
+    m.image = tu_labset_text(&ls, 5000, 'i');
+    m.policy = tu_labset_text(&ls, 600, 'p');
     r = write_read(&c, &m, &len);
     bm = record_meta(r);
     assert_int_equal(bm->nlabels, 96);
@@ -404,7 +333,7 @@ t_over_bounds(void **state)
         assert_string_equal(bm->labels[i].key, ls.v[i].key);
     assert_string_equal(bm->labels[319].key, "l0319");
     record_free(r);
-    labset_free(&ls);
+    tu_labset_free(&ls);
 }
 
 /* A record an earlier version wrote, with 4096 labels (the most its

@@ -33,6 +33,7 @@
 #include "json.h"
 #include "log.h"
 #include "report.h"
+#include "testutil.h"
 
 #define CID "02e6f886fdb89aa74ddf893246272aa1971447d17bc86439e1de5be123cef255"
 
@@ -569,32 +570,12 @@ tmp_free(struct tmp *t)
     rmdir(t->dir);
 }
 
-static char *
-slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
-/* Every line is one whole report; returns how many. */
+/* Every line of t's journal is one whole report; returns how many. */
 static size_t
-check_lines(const char *path)
+check_lines(const struct tmp *t)
 {
     size_t len, n = 0;
-    char *buf = slurp(path, &len);
+    char *buf = tu_read_text(t->dir, "reports.jsonl", &len);
     char *p = buf, *nl;
 
     if (len > 0)
@@ -649,7 +630,7 @@ t_log_append(void **state)
         assert_int_equal(report_log_append(rl, s, len), 0);
         free(s);
     }
-    assert_int_equal(check_lines(t.path), 200);
+    assert_int_equal(check_lines(&t), 200);
     report_log_close(rl);
 
     /* Reopening appends; it never truncates. */
@@ -664,7 +645,7 @@ t_log_append(void **state)
         free(s);
     }
     report_log_close(rl);
-    assert_int_equal(check_lines(t.path), 201);
+    assert_int_equal(check_lines(&t), 201);
     report_log_close(NULL);
     tmp_free(&t);
 }
@@ -694,7 +675,7 @@ t_log_two_writers(void **state)
     }
     report_log_close(a);
     report_log_close(b);
-    assert_int_equal(check_lines(t.path), 50);
+    assert_int_equal(check_lines(&t), 50);
     tmp_free(&t);
 }
 
@@ -784,32 +765,6 @@ t_log_open_fails(void **state)
     assert_int_equal(errno, EISDIR);
     rmdir(t.path);
     tmp_free(&t);
-}
-
-/* Whether some descriptor of this process is open on `path`, and then
- * whether every such one is close-on-exec. */
-static bool
-open_cloexec(const char *path, bool *found)
-{
-    char link[64], target[256];
-    bool all = true;
-    int fd;
-
-    *found = false;
-    for (fd = 0; fd < 1024; fd++) {
-        ssize_t n;
-
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-        n = readlink(link, target, sizeof(target) - 1);
-        if (n < 0)
-            continue;
-        target[n] = '\0';
-        if (strcmp(target, path) != 0)
-            continue;
-        *found = true;
-        all = all && (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
-    }
-    return all;
 }
 
 /* report_state_dir_check refuses `dir` with `e`, in a message that names
@@ -909,7 +864,7 @@ t_log_open_hardened(void **state)
     assert_int_equal(chmod(t.dir, 0755), 0);
     rl = report_log_open(t.dir);
     assert_non_null(rl);
-    assert_true(open_cloexec(t.path, &found));
+    assert_true(tu_open_cloexec(t.path, &found));
     assert_true(found);
     report_log_close(rl);
     assert_int_equal(chmod(t.dir, 0750), 0);
@@ -939,8 +894,9 @@ t_log_open_hardened(void **state)
  * no partial line behind. 0 if so, 77 if no file system could be
  * mounted, else what went wrong. */
 static int
-disk_full_child(const struct tmp *t)
+disk_full_child(void *arg)
 {
+    const struct tmp *t = arg;
     static char fill[4096];
     struct report r = full_report();
     struct report_log *rl;
@@ -987,24 +943,18 @@ t_log_disk_full(void **state)
 {
     struct tmp t;
     int status;
-    pid_t pid;
 
     (void)state;
     tmp_new(&t);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(disk_full_child(&t));
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFEXITED(status));
+    status = tu_fork(disk_full_child, &t);
     tmp_free(&t);
     /* Not a skip: a pass that checked nothing would say ENOSPC is
      * handled. */
-    if (WEXITSTATUS(status) == 77 || WEXITSTATUS(status) == 78)
+    if (status == 77 || status == 78)
         fail_msg("cannot make a small file system for the full disk (%s): "
                  "run as root, or where user namespaces are allowed",
-                 WEXITSTATUS(status) == 77 ? "unshare" : "mount");
-    assert_int_equal(WEXITSTATUS(status), 0);
+                 status == 77 ? "unshare" : "mount");
+    assert_int_equal(status, 0);
 }
 
 /*
@@ -1043,10 +993,10 @@ t_log_torn_line_cut(void **state)
     assert_true(e != 0);
     assert_int_equal(stat(t.path, &st), 0);
     assert_int_equal((size_t)st.st_size, len + 1);
-    assert_int_equal(check_lines(t.path), 1);
+    assert_int_equal(check_lines(&t), 1);
     /* And the log goes on once there is room again. */
     assert_int_equal(report_log_append(rl, s, len), 0);
-    assert_int_equal(check_lines(t.path), 2);
+    assert_int_equal(check_lines(&t), 2);
     free(s);
     report_log_close(rl);
     tmp_free(&t);
@@ -1189,71 +1139,6 @@ t_log_replay_torn_and_bad(void **state)
 
 /* ---- the journal at its bounds -------------------------------------- */
 
-/* Test data owned in one place: labels and the bytes they point into. */
-struct labset {
-    struct label *v;
-    size_t n;
-    char **mem;
-    size_t nmem;
-};
-
-static char *
-labset_text(struct labset *ls, size_t len, unsigned char fill)
-{
-    char *t = malloc(len + 1);
-
-    assert_non_null(t);
-    memset(t, fill, len);
-    t[len] = '\0';
-    ls->mem = realloc(ls->mem, (ls->nmem + 1) * sizeof(*ls->mem));
-    assert_non_null(ls->mem);
-    ls->mem[ls->nmem++] = t;
-    return t;
-}
-
-static void
-labset_free(struct labset *ls)
-{
-    size_t i;
-
-    for (i = 0; i < ls->nmem; i++)
-        free(ls->mem[i]);
-    free(ls->mem);
-    free(ls->v);
-    memset(ls, 0, sizeof(*ls));
-}
-
-/*
- * The most bounds.h lets a container keep: LIMIT_LABELS_STORED labels of
- * LIMIT_LABELS_STORED_BYTES together, as LIMIT_POLICY_LABELS labels with
- * the longest key and value and LIMIT_LABELS labels sharing
- * LIMIT_LABEL_BYTES; every byte one that JSON escapes as \u00XX (six
- * bytes for one). Keys differ in their first two bytes.
- */
-static void
-labset_max(struct labset *ls)
-{
-    size_t i, total = 0;
-
-    /* The arithmetic below, written out. */
-    assert_int_equal(LIMIT_LABELS_STORED, 320);
-    assert_int_equal(LIMIT_LABELS_STORED_BYTES, 393216);
-    ls->n = 320;
-    ls->v = calloc(ls->n, sizeof(*ls->v));
-    assert_non_null(ls->v);
-    for (i = 0; i < ls->n; i++) {
-        bool big = i < 64;
-        char *k = labset_text(ls, big ? 1024 : 16, big ? 0x01 : 0x02);
-
-        k[0] = (char)(0x10 + (i >> 4 & 0xf));
-        k[1] = (char)(0x10 + (i & 0xf));
-        ls->v[i].key = k;
-        ls->v[i].value = labset_text(ls, big ? 4096 : 240, 0x1f);
-        total += strlen(ls->v[i].key) + strlen(ls->v[i].value);
-    }
-    assert_int_equal(total, LIMIT_LABELS_STORED_BYTES);
-}
-
 /* The reader's view of a line: bounded as a reader of bounds.h's
  * records must be, never more. */
 static struct json_node *
@@ -1299,7 +1184,7 @@ journal_round_trip(const struct report *r, size_t *len)
     assert_string_equal(sn.ids[0], r->report_id);
     assert_int_equal(end, (int64_t)*len + 1);
     report_log_close(rl);
-    back = slurp(t.path, &flen);
+    back = tu_read_text(t.dir, "reports.jsonl", &flen);
     tmp_free(&t);
     assert_int_equal(flen, *len + 1);
     assert_memory_equal(back, s, *len);
@@ -1325,7 +1210,7 @@ static void
 t_journal_at_bounds(void **state)
 {
     struct report r = full_report();
-    struct labset ls = {0};
+    struct tu_labset ls = {0};
     const char *anomalies[32];
     struct json_node *root;
     const struct json_node *l;
@@ -1333,16 +1218,16 @@ t_journal_at_bounds(void **state)
     size_t len, i;
 
     (void)state;
-    labset_max(&ls);
+    tu_labset_max(&ls);
     r.labels = ls.v;
     r.nlabels = ls.n;
-    r.name = labset_text(&ls, LIMIT_NAME_BYTES, 0x01);
-    r.image = labset_text(&ls, LIMIT_IMAGE_BYTES, 0x1f);
-    text = labset_text(&ls, REPORT_TEXT_MAX, 0x01);
+    r.name = tu_labset_text(&ls, LIMIT_NAME_BYTES, 0x01);
+    r.image = tu_labset_text(&ls, LIMIT_IMAGE_BYTES, 0x1f);
+    text = tu_labset_text(&ls, REPORT_TEXT_MAX, 0x01);
     r.node = r.policy = r.started_at = r.finished_at = text;
     r.action = r.exit_code_source = r.removed_by = r.reported_at = text;
     for (i = 0; i < 32; i++)
-        anomalies[i] = labset_text(&ls, REPORT_ANOMALY_MAX, 0x01);
+        anomalies[i] = tu_labset_text(&ls, REPORT_ANOMALY_MAX, 0x01);
     r.anomalies = anomalies;
     r.nanomalies = 32;
     report_make_id(&r, "at-bounds");
@@ -1364,7 +1249,7 @@ t_journal_at_bounds(void **state)
     assert_int_equal(member(root, "anomalies", JSON_ARRAY)->count, 32);
     json_free(root);
     free(s);
-    labset_free(&ls);
+    tu_labset_free(&ls);
 }
 
 /*
@@ -1383,7 +1268,7 @@ static void
 t_journal_over_bounds(void **state)
 {
     struct report r = full_report();
-    struct labset ls = {0};
+    struct tu_labset ls = {0};
     const char *anomalies[40];
     struct json_node *root;
     const struct json_node *l, *v;
@@ -1391,35 +1276,12 @@ t_journal_over_bounds(void **state)
     size_t len, i;
 
     (void)state;
-    assert_int_equal(LIMIT_LABEL_KEY, 1024);
-    assert_int_equal(LIMIT_LABEL_VALUE, 4096);
-    assert_int_equal(LIMIT_NAME_BYTES, 4096);
-    assert_int_equal(LIMIT_IMAGE_BYTES, 4096);
-    assert_int_equal(REPORT_TEXT_MAX, 512);
-    ls.n = 5000;
-    ls.v = calloc(ls.n, sizeof(*ls.v));
-    assert_non_null(ls.v);
-    euro = labset_text(&ls, 5100, 'x');
-    for (i = 0; i < 5100; i += 3)
-        memcpy(euro + i, "\xe2\x82\xac", 3);
-    ls.v[0].key = labset_text(&ls, 1025, 'k');
-    ls.v[0].value = "dropped";
-    ls.v[1].key = "bad\xff";
-    ls.v[1].value = "dropped";
-    ls.v[2].key = "cut";
-    ls.v[2].value = "ok\xc3rest";
-    for (i = 3; i < ls.n; i++) {
-        char *k = labset_text(&ls, 5, 'l');
-
-        snprintf(k, 6, "l%04u", (unsigned)(i % 10000));
-        ls.v[i].key = k;
-        ls.v[i].value = euro;
-    }
+    euro = tu_labset_over(&ls);
     r.labels = ls.v;
     r.nlabels = ls.n;
     r.name = euro;
-    r.image = labset_text(&ls, 5000, 'i');
-    r.node = labset_text(&ls, 600, 'n');
+    r.image = tu_labset_text(&ls, 5000, 'i');
+    r.node = tu_labset_text(&ls, 600, 'n');
     for (i = 0; i < 40; i++)
         anomalies[i] = "delete_retried";
     r.anomalies = anomalies;
@@ -1445,7 +1307,7 @@ t_journal_over_bounds(void **state)
     assert_int_equal(member(root, "anomalies", JSON_ARRAY)->count, 32);
     json_free(root);
     free(s);
-    labset_free(&ls);
+    tu_labset_free(&ls);
 }
 
 /* More labels than a container keeps (the 4096 an earlier reader could
@@ -1455,7 +1317,7 @@ static void
 t_journal_many_labels(void **state)
 {
     struct report r = full_report();
-    struct labset ls = {0};
+    struct tu_labset ls = {0};
     struct json_node *root;
     const struct json_node *l;
     char key[16], *s;
@@ -1466,7 +1328,7 @@ t_journal_many_labels(void **state)
     ls.v = calloc(ls.n, sizeof(*ls.v));
     assert_non_null(ls.v);
     for (i = 0; i < ls.n; i++) {
-        char *k = labset_text(&ls, 5, 'k');
+        char *k = tu_labset_text(&ls, 5, 'k');
 
         snprintf(k, 6, "k%04u", (unsigned)(i % 10000));
         ls.v[i].key = k;
@@ -1485,7 +1347,7 @@ t_journal_many_labels(void **state)
     }
     json_free(root);
     free(s);
-    labset_free(&ls);
+    tu_labset_free(&ls);
 }
 
 /* report_line_removed reads only a real `removed: true`: not a string,
@@ -1549,10 +1411,7 @@ main(void)
     signal(SIGPIPE, SIG_IGN);
     /* Going over RLIMIT_FSIZE must fail a write, not kill the test. */
     signal(SIGXFSZ, SIG_IGN);
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
-    if (getenv("TEST_SKIP") != NULL)
-        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    tu_test_filters();
     log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -39,6 +39,7 @@
 #include "reaper.h"
 #include "report.h"
 #include "status.h"
+#include "testutil.h"
 
 static const char *A =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
@@ -47,87 +48,20 @@ static const char *B =
 static const char *MANAGED = "{\"reapd.managed\":\"true\"}";
 
 struct h {
-    char dir[64];
-    char sock[96];
+    struct tu_reapd reapd;
     char ssock[96]; /* the status endpoint's unix socket, if any */
     int port;
-    struct loop *l;
-    struct fake_engine *fe;
-    struct docker *d;
-    struct config *cfg;
-    struct report_log *rl;
-    struct reaper *r;
     struct status *s;
-    struct event *tick;
 };
-
-/* A port nobody listens on right now: bind to 0, read it back, close. */
-static int
-free_port(void)
-{
-    struct sockaddr_in sin;
-    socklen_t slen = sizeof(sin);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    assert_true(fd >= 0);
-    memset(&sin, 0, sizeof(sin));
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
-    port = ntohs(sin.sin_port);
-    close(fd);
-    return port;
-}
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
 
 /* Everything but the status endpoint. */
 static struct h *
 h_base(void)
 {
     struct h *h = calloc(1, sizeof(*h));
-    struct config_errors errs = {0};
-    char text[2048];
-    struct timeval tv = {0, 10000};
 
     assert_non_null(h);
-    snprintf(h->dir, sizeof(h->dir), "/tmp/reapd-status-XXXXXX");
-    assert_non_null(mkdtemp(h->dir));
-    snprintf(h->sock, sizeof(h->sock), "%s/docker.sock", h->dir);
-    snprintf(text, sizeof(text),
-             "{\"node\":\"t\",\"state_dir\":\"%s\","
-             "\"docker\":{\"socket\":\"%s\",\"request_timeout_ms\":2000,"
-             "\"reconnect_max_ms\":200},"
-             "\"delete\":{\"poll_interval_ms\":20,\"retry_base_ms\":20,"
-             "\"retry_max_ms\":100}}",
-             h->dir, h->sock);
-    if (config_parse("test", text, strlen(text), &h->cfg, &errs) != 0) {
-        size_t i;
-
-        for (i = 0; i < errs.count; i++)
-            fprintf(stderr, "%s\n", errs.lines[i]);
-        fail_msg("config rejected");
-    }
-    h->l = loop_new();
-    assert_non_null(h->l);
-    h->fe = fake_engine_new(loop_base(h->l), h->sock);
-    assert_non_null(h->fe);
-    h->d = docker_new(h->l, h->sock, 2000, 200);
-    assert_non_null(h->d);
-    h->rl = report_log_open(h->dir);
-    assert_non_null(h->rl);
-    h->r = reaper_new(h->l, h->d, h->cfg, h->rl);
-    assert_non_null(h->r);
-    /* Keeps the loop turning so run_until can look at the clock. */
-    h->tick = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, NULL);
-    event_add(h->tick, &tv);
+    tu_reapd_open(&h->reapd, "status", "", "");
     return h;
 }
 
@@ -138,9 +72,9 @@ h_new(void)
     struct h *h = h_base();
     char listen[64];
 
-    h->port = free_port();
+    h->port = tu_free_port();
     snprintf(listen, sizeof(listen), "127.0.0.1:%d", h->port);
-    h->s = status_new(h->l, listen, h->r);
+    h->s = status_new(h->reapd.l, listen, h->reapd.r);
     assert_non_null(h->s);
     return h;
 }
@@ -148,52 +82,11 @@ h_new(void)
 static void
 h_free(struct h *h)
 {
-    char path[128];
-
     status_free(h->s);
-    event_free(h->tick);
-    reaper_free(h->r);
-    docker_free(h->d);
-    fake_engine_free(h->fe);
-    loop_free(h->l);
-    report_log_close(h->rl);
-    config_free(h->cfg);
-    snprintf(path, sizeof(path), "%s/reports.jsonl", h->dir);
-    unlink(path);
     if (h->ssock[0] != '\0')
         unlink(h->ssock);
-    rmdir(h->dir);
+    tu_reapd_close(&h->reapd);
     free(h);
-}
-
-typedef int (*cond_fn)(struct h *h, const void *arg);
-
-static void
-run_until(struct h *h, cond_fn cond, const void *arg, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (!cond(h, arg)) {
-        if (loop_now_ms() > deadline)
-            fail_msg("condition not reached within %d ms", ms);
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
-    }
-}
-
-static void
-run_for(struct h *h, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
-}
-
-static int
-is_ready(struct h *h, const void *arg)
-{
-    (void)arg;
-    return reaper_ready(h->r, NULL);
 }
 
 static int
@@ -201,7 +94,7 @@ tracked(struct h *h, const void *arg)
 {
     struct reaper_stats st;
 
-    reaper_stats(h->r, &st);
+    reaper_stats(h->reapd.r, &st);
     return st.tracked >= *(const size_t *)arg;
 }
 
@@ -243,13 +136,6 @@ on_done(const struct http_response *res, void *arg)
     snprintf(r->conn, sizeof(r->conn), "%s", v ? v : "");
 }
 
-static int
-resp_done(struct h *h, const void *arg)
-{
-    (void)h;
-    return ((const struct resp *)arg)->done;
-}
-
 static void
 resp_clear(struct resp *r)
 {
@@ -279,8 +165,8 @@ request_full(struct h *h, const char *method, const char *path,
     req.body = body;
     req.body_len = body != NULL ? strlen(body) : 0;
     req.timeout_ms = 3000;
-    assert_non_null(loop_http(h->l, &req, NULL, NULL, on_done, r));
-    run_until(h, resp_done, r, 4000);
+    assert_non_null(loop_http(h->reapd.l, &req, NULL, NULL, on_done, r));
+    TU_RUN_UNTIL(h->reapd.l, r->done, 4000);
 }
 
 static void
@@ -368,7 +254,7 @@ raw_exchange(struct h *h, const char *req, size_t len, char *out, size_t cap,
             *closed = 1;
             break;
         }
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         usleep(1000);
     }
     out[got] = '\0';
@@ -433,8 +319,8 @@ t_readyz(void **state)
     json_free(root);
     resp_clear(&r);
 
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
+    assert_int_equal(reaper_start(h->reapd.r), 0);
+    TU_RUN_UNTIL(h->reapd.l, reaper_ready(h->reapd.r, NULL), 3000);
     request(h, "GET", "/readyz", &r);
     assert_int_equal(r.status, 200);
     root = json_body(&r);
@@ -447,13 +333,6 @@ t_readyz(void **state)
     h_free(h);
 }
 
-static int
-watch_up(struct h *h, const void *arg)
-{
-    (void)arg;
-    return docker_watch_connected(h->d);
-}
-
 /* Stream open but the relist failing: not ready, and it says why. */
 static void
 t_readyz_waits_for_relist(void **state)
@@ -463,10 +342,10 @@ t_readyz_waits_for_relist(void **state)
     struct json_node *root;
 
     (void)state;
-    fake_engine_fail(h->fe, FAKE_LIST, 500, 1000000, "list broken");
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, watch_up, NULL, 3000);
-    run_for(h, 100);
+    fake_engine_fail(h->reapd.fe, FAKE_LIST, 500, 1000000, "list broken");
+    assert_int_equal(reaper_start(h->reapd.r), 0);
+    TU_RUN_UNTIL(h->reapd.l, docker_watch_connected(h->reapd.d), 3000);
+    tu_run_for(h->reapd.l, 100);
     request(h, "GET", "/readyz", &r);
     assert_int_equal(r.status, 503);
     root = json_body(&r);
@@ -474,8 +353,8 @@ t_readyz_waits_for_relist(void **state)
     json_free(root);
     resp_clear(&r);
     /* The engine recovers; the reaper's retry makes it ready. */
-    fake_engine_fail(h->fe, FAKE_LIST, 0, 0, NULL);
-    run_until(h, is_ready, NULL, 5000);
+    fake_engine_fail(h->reapd.fe, FAKE_LIST, 0, 0, NULL);
+    TU_RUN_UNTIL(h->reapd.l, reaper_ready(h->reapd.r, NULL), 5000);
     request(h, "GET", "/readyz", &r);
     assert_int_equal(r.status, 200);
     resp_clear(&r);
@@ -508,17 +387,17 @@ t_metrics(void **state)
     int i, samples = 0;
 
     (void)state;
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
-    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
-    fake_engine_add(h->fe, B, "other", NULL, NULL, 1);
-    run_until(h, tracked, &one, 3000);
-    run_for(h, 50);
+    assert_int_equal(reaper_start(h->reapd.r), 0);
+    TU_RUN_UNTIL(h->reapd.l, reaper_ready(h->reapd.r, NULL), 3000);
+    fake_engine_add(h->reapd.fe, A, "web-1", MANAGED, NULL, 1);
+    fake_engine_add(h->reapd.fe, B, "other", NULL, NULL, 1);
+    TU_RUN_UNTIL(h->reapd.l, tracked(h, &one), 3000);
+    tu_run_for(h->reapd.l, 50);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.error, HTTPC_OK);
     assert_int_equal(r.status, 200);
     assert_string_equal(r.ctype, "text/plain; version=0.0.4");
-    reaper_stats(h->r, &st);
+    reaper_stats(h->reapd.r, &st);
     assert_true(st.events >= 4);
     assert_int_equal(metric_value(r.body, "reapd_events_received_total"),
                      (long long)st.events);
@@ -601,12 +480,12 @@ t_containers(void **state)
     json_free(root);
     resp_clear(&r);
 
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
-    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
-    fake_engine_add(h->fe, B, "other", "{\"x\":\"y\"}", NULL, 1);
-    run_until(h, tracked, &one, 3000);
-    run_for(h, 50);
+    assert_int_equal(reaper_start(h->reapd.r), 0);
+    TU_RUN_UNTIL(h->reapd.l, reaper_ready(h->reapd.r, NULL), 3000);
+    fake_engine_add(h->reapd.fe, A, "web-1", MANAGED, NULL, 1);
+    fake_engine_add(h->reapd.fe, B, "other", "{\"x\":\"y\"}", NULL, 1);
+    TU_RUN_UNTIL(h->reapd.l, tracked(h, &one), 3000);
+    tu_run_for(h->reapd.l, 50);
 
     request(h, "GET", "/v1/containers", &r);
     assert_int_equal(r.status, 200);
@@ -994,11 +873,11 @@ t_half_request_does_not_block(void **state)
     assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
     assert_int_equal(send(fd, half, sizeof(half) - 1, 0),
                      (ssize_t)(sizeof(half) - 1));
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     expect_live(h);
     expect_live(h);
     close(fd);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     expect_live(h);
     h_free(h);
 }
@@ -1017,10 +896,11 @@ t_concurrent_requests(void **state)
         struct http_request req = {.url = url, .timeout_ms = 3000};
 
         memset(&r[i], 0, sizeof(r[i]));
-        assert_non_null(loop_http(h->l, &req, NULL, NULL, on_done, &r[i]));
+        assert_non_null(
+            loop_http(h->reapd.l, &req, NULL, NULL, on_done, &r[i]));
     }
     for (i = 0; i < 20; i++) {
-        run_until(h, resp_done, &r[i], 4000);
+        TU_RUN_UNTIL(h->reapd.l, r[i].done, 4000);
         assert_int_equal(r[i].status, 200);
         assert_non_null(strstr(r[i].body, "reapd_events_received_total"));
         resp_clear(&r[i]);
@@ -1036,9 +916,9 @@ t_unix_listen(void **state)
     struct stat st;
 
     (void)state;
-    snprintf(h->ssock, sizeof(h->ssock), "%s/status.sock", h->dir);
+    snprintf(h->ssock, sizeof(h->ssock), "%s/status.sock", h->reapd.dir);
     snprintf(listen, sizeof(listen), "unix:%s", h->ssock);
-    h->s = status_new(h->l, listen, h->r);
+    h->s = status_new(h->reapd.l, listen, h->reapd.r);
     assert_non_null(h->s);
     assert_int_equal(stat(h->ssock, &st), 0);
     assert_true(S_ISSOCK(st.st_mode));
@@ -1057,10 +937,10 @@ t_unix_listen(void **state)
     assert_int_equal(errno, ENOENT);
 
     /* A stale socket left by an earlier run is replaced. */
-    h->s = status_new(h->l, listen, h->r);
+    h->s = status_new(h->reapd.l, listen, h->reapd.r);
     assert_non_null(h->s);
     status_free(h->s);
-    h->s = status_new(h->l, listen, h->r);
+    h->s = status_new(h->reapd.l, listen, h->reapd.r);
     assert_non_null(h->s);
     expect_live(h);
     h_free(h);
@@ -1080,13 +960,13 @@ t_regress_unix_listen_keeps_regular_file(void **state)
     int fd;
 
     (void)state;
-    snprintf(path, sizeof(path), "%s/precious.txt", h->dir);
+    snprintf(path, sizeof(path), "%s/precious.txt", h->reapd.dir);
     fd = open(path, O_CREAT | O_WRONLY, 0600);
     assert_true(fd >= 0);
     assert_int_equal(write(fd, "data\n", 5), 5);
     close(fd);
     snprintf(listen, sizeof(listen), "unix:%s", path);
-    h->s = status_new(h->l, listen, h->r);
+    h->s = status_new(h->reapd.l, listen, h->reapd.r);
     if (h->s != NULL) {
         status_free(h->s);
         h->s = NULL;
@@ -1123,7 +1003,7 @@ t_off(void **state)
 
     (void)state;
     before = count_fds();
-    h->s = status_new(h->l, "off", h->r);
+    h->s = status_new(h->reapd.l, "off", h->reapd.r);
     after = count_fds();
     assert_non_null(h->s);
     /* Not a single socket opened. */
@@ -1159,7 +1039,7 @@ t_bad_listen(void **state)
 
     (void)state;
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        struct status *s = status_new(h->l, bad[i], h->r);
+        struct status *s = status_new(h->reapd.l, bad[i], h->reapd.r);
 
         if (s != NULL) {
             status_free(s);
@@ -1170,9 +1050,9 @@ t_bad_listen(void **state)
     memset(longpath, 'p', sizeof(longpath) - 1);
     longpath[sizeof(longpath) - 1] = '\0';
     snprintf(buf, sizeof(buf), "unix:/tmp/%s", longpath);
-    assert_null(status_new(h->l, buf, h->r));
+    assert_null(status_new(h->reapd.l, buf, h->reapd.r));
     /* A port in use. */
-    port = free_port();
+    port = tu_free_port();
     fd = socket(AF_INET, SOCK_STREAM, 0);
     memset(&sin, 0, sizeof(sin));
     sin.sin_family = AF_INET;
@@ -1181,7 +1061,7 @@ t_bad_listen(void **state)
     assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
     assert_int_equal(listen(fd, 4), 0);
     snprintf(buf, sizeof(buf), "127.0.0.1:%d", port);
-    assert_null(status_new(h->l, buf, h->r));
+    assert_null(status_new(h->reapd.l, buf, h->reapd.r));
     close(fd);
     h_free(h);
 }
@@ -1206,15 +1086,15 @@ t_ipv6_listen(void **state)
         fail_msg("this test needs the IPv6 loopback (::1): %s",
                  strerror(errno));
     close(fd);
-    h->port = free_port();
+    h->port = tu_free_port();
     snprintf(listen, sizeof(listen), "[::1]:%d", h->port);
-    h->s = status_new(h->l, listen, h->r);
+    h->s = status_new(h->reapd.l, listen, h->reapd.r);
     assert_non_null(h->s);
     snprintf(url, sizeof(url), "http://[::1]:%d/livez", h->port);
     req.url = url;
     req.timeout_ms = 3000;
-    assert_non_null(loop_http(h->l, &req, NULL, NULL, on_done, &r));
-    run_until(h, resp_done, &r, 4000);
+    assert_non_null(loop_http(h->reapd.l, &req, NULL, NULL, on_done, &r));
+    TU_RUN_UNTIL(h->reapd.l, r.done, 4000);
     assert_int_equal(r.status, 200);
     resp_clear(&r);
     h_free(h);
@@ -1227,7 +1107,7 @@ reported(struct h *h, const void *arg)
 {
     struct reaper_stats st;
 
-    reaper_stats(h->r, &st);
+    reaper_stats(h->reapd.r, &st);
     return st.reports >= *(const uint64_t *)arg;
 }
 
@@ -1303,12 +1183,12 @@ t_metrics_histograms(void **state)
     char labels[128];
 
     (void)state;
-    assert_int_equal(reaper_start(h->r), 0);
-    run_until(h, is_ready, NULL, 3000);
-    fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
-    run_for(h, 50);
-    fake_engine_exit(h->fe, A, 3, 3);
-    run_until(h, reported, &one, 5000);
+    assert_int_equal(reaper_start(h->reapd.r), 0);
+    TU_RUN_UNTIL(h->reapd.l, reaper_ready(h->reapd.r, NULL), 3000);
+    fake_engine_add(h->reapd.fe, A, "web-1", MANAGED, NULL, 1);
+    tu_run_for(h->reapd.l, 50);
+    fake_engine_exit(h->reapd.fe, A, 3, 3);
+    TU_RUN_UNTIL(h->reapd.l, reported(h, &one), 5000);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
     assert_true(sample(r.body, "reapd_build_info{version=\"" REAPD_VERSION
@@ -1355,30 +1235,11 @@ t_metrics_histograms(void **state)
 static struct config *
 status_config(struct h *h, const char *extra)
 {
-    struct config_errors errs = {0};
-    struct config *cfg = NULL;
     char text[2048];
 
     snprintf(text, sizeof(text), "{\"node\":\"t\",\"state_dir\":\"%s\",%s}",
-             h->dir, extra);
-    if (config_parse("test", text, strlen(text), &cfg, &errs) != 0) {
-        size_t i;
-
-        for (i = 0; i < errs.count; i++)
-            fprintf(stderr, "%s\n", errs.lines[i]);
-        fail_msg("config rejected");
-    }
-    return cfg;
-}
-
-static void
-write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
+             h->reapd.dir, extra);
+    return tu_config(text);
 }
 
 #define TOKEN "s3cr3t-t0ken-value"
@@ -1391,8 +1252,8 @@ secret_config(struct h *h, char *tokpath, size_t cap)
     struct config *cfg;
     char *token = NULL, err[256];
 
-    snprintf(tokpath, cap, "%s/token", h->dir);
-    write_file(tokpath, TOKEN "\n");
+    snprintf(tokpath, cap, "%s/token", h->reapd.dir);
+    tu_write_file(tokpath, TOKEN "\n", strlen(TOKEN "\n"));
     snprintf(extra, sizeof(extra),
              "\"status\":{\"token_file\":\"%s\"},"
              "\"upstream\":{\"url\":\"https://user:pa55w0rd@example.com/"
@@ -1546,7 +1407,7 @@ ask(struct h *h, int fd)
             fail_msg("connection closed instead of answering: %s", buf);
         if (loop_now_ms() > deadline)
             fail_msg("no answer on a raw connection");
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         usleep(1000);
     }
     assert_int_equal(raw_status(buf), 200);
@@ -1587,7 +1448,7 @@ raw_collect(struct h *h, int fd, char *buf, size_t cap, int ms)
     for (;;) {
         ssize_t n;
 
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         n = recv(fd, buf + got, cap - 1 - got, 0);
         if (n > 0) {
             got += (size_t)n;
@@ -1613,7 +1474,7 @@ server_closed(struct h *h, int fd, int ms)
     for (;;) {
         ssize_t n;
 
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         while ((n = recv(fd, buf, sizeof(buf), 0)) > 0)
             ;
         if (n == 0 || (errno != EAGAIN && errno != EINTR))
@@ -1649,7 +1510,7 @@ t_regress_idle_connections_do_not_lock_out_probes(void **state)
     }
     for (i = 0; i < 70; i++)
         close(fds[i]);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
     assert_true(sample(r.body, "reapd_status_connections_evicted_total{"
@@ -1689,7 +1550,7 @@ t_evicts_longest_idle(void **state)
     close(a);
     close(b);
     close(c);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     /* Room for libcurl's connection without closing anything. */
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
@@ -1717,7 +1578,7 @@ t_refused_but_probes_answered(void **state)
     status_set_config(h->s, cfg, NULL);
     a = half_request(h);
     b = half_request(h);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     assert_int_equal(status_connections(h->s), 2);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 503);
@@ -1744,7 +1605,7 @@ t_refused_but_probes_answered(void **state)
     assert_false(server_closed(h, a, 0));
     assert_false(server_closed(h, b, 0));
     close(a);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
     assert_true(sample(r.body, "reapd_status_rejected_total{reason=\""
@@ -1752,7 +1613,7 @@ t_refused_but_probes_answered(void **state)
     assert_true(sample(r.body, "reapd_status_connections") == 2);
     resp_clear(&r);
     close(b);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     h_free(h);
     config_free(cfg);
 }
@@ -1771,9 +1632,9 @@ silent_conns(struct h *h, int *fds, int n)
     for (i = 0; i < n; i++) {
         fds[i] = raw_connect(h);
         if (i % 64 == 63)
-            run_for(h, 20);
+            tu_run_for(h->reapd.l, 20);
     }
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
 }
 
 /* The refused connection waiting longest is closed for a newcomer when
@@ -1790,7 +1651,7 @@ t_refused_waiting_are_bounded(void **state)
     (void)state;
     status_set_config(h->s, cfg, NULL);
     busy = half_request(h);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     silent_conns(h, w, WAITING);
     assert_int_equal(status_connections(h->s), 1 + WAITING);
     extra = raw_connect(h);
@@ -1805,7 +1666,7 @@ t_refused_waiting_are_bounded(void **state)
     close(extra);
     for (i = 0; i < WAITING; i++)
         close(w[i]);
-    run_for(h, 100);
+    tu_run_for(h->reapd.l, 100);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
     assert_true(sample(r.body, "reapd_status_connections_evicted_total{"
@@ -1838,13 +1699,13 @@ t_regress_probe_survives_a_burst(void **state)
     (void)state;
     status_set_config(h->s, cfg, NULL);
     busy = half_request(h);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     silent_conns(h, w, WAITING);
     /* One accept pass: the probe, then 100 more (within the backlog). */
     p = raw_connect(h);
     for (i = 0; i < 100; i++)
         burst[i] = raw_connect(h);
-    event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+    event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
     assert_int_equal(send(p, probe, sizeof(probe) - 1, 0),
                      (ssize_t)(sizeof(probe) - 1));
     raw_collect(h, p, buf, sizeof(buf), 3000);
@@ -1859,7 +1720,7 @@ t_regress_probe_survives_a_burst(void **state)
         close(w[i]);
     for (i = 0; i < 100; i++)
         close(burst[i]);
-    run_for(h, 100);
+    tu_run_for(h->reapd.l, 100);
     h_free(h);
     config_free(cfg);
 }
@@ -1885,9 +1746,9 @@ t_regress_request_and_newcomer_in_one_pass(void **state)
     (void)state;
     status_set_config(h->s, cfg, NULL);
     busy = half_request(h);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     w1 = raw_connect(h);
-    run_for(h, 50); /* w1 waits, refused: the oldest of them */
+    tu_run_for(h->reapd.l, 50); /* w1 waits, refused: the oldest of them */
     silent_conns(h, w, WAITING - 1); /* the waiting room is full */
     /* Ready in this order: the listener (w2), then w1's request. */
     w2 = raw_connect(h);
@@ -1904,7 +1765,7 @@ t_regress_request_and_newcomer_in_one_pass(void **state)
             fail_msg("w1 closed without its answer: \"%s\"", buf);
         if (loop_now_ms() > deadline)
             fail_msg("no answer for w1");
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
         usleep(1000);
     }
     assert_int_equal(raw_status(buf), 200);
@@ -1915,7 +1776,7 @@ t_regress_request_and_newcomer_in_one_pass(void **state)
     close(w2);
     for (i = 0; i < WAITING - 1; i++)
         close(w[i]);
-    run_for(h, 100);
+    tu_run_for(h->reapd.l, 100);
     h_free(h);
     config_free(cfg);
 }
@@ -1933,17 +1794,17 @@ t_refused_served_when_room(void **state)
     (void)state;
     status_set_config(h->s, cfg, NULL);
     busy = half_request(h);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     late = raw_connect(h);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     close(busy);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     ask(h, late);
     /* Served, so kept alive: a second request on it. */
     ask(h, late);
     assert_false(server_closed(h, late, 0));
     close(late);
-    run_for(h, 50);
+    tu_run_for(h->reapd.l, 50);
     h_free(h);
     config_free(cfg);
 }
@@ -1970,7 +1831,7 @@ t_regress_dripping_request_closed_at_deadline(void **state)
     for (i = 0; i < 3; i++) {
         assert_int_equal(send(fd, parts[i], strlen(parts[i]), 0),
                          (ssize_t)strlen(parts[i]));
-        run_for(h, 60);
+        tu_run_for(h->reapd.l, 60);
     }
     while (strstr(buf, "{\"live\":true}") == NULL && got < sizeof(buf) - 1) {
         ssize_t n = recv(fd, buf + got, sizeof(buf) - 1 - got, 0);
@@ -2069,7 +1930,7 @@ t_regress_accept_errors_pause(void **state)
      * (valgrind, emulating the limit, closes what it cannot give). */
     for (i = 0; i < 8; i++)
         waiting[i] = raw_connect(h);
-    snprintf(logpath, sizeof(logpath), "%s/log", h->dir);
+    snprintf(logpath, sizeof(logpath), "%s/log", h->reapd.dir);
     logfd = open(logpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
     assert_true(logfd >= 0);
     log_setup(LOG_INFO, LOG_TEXT);
@@ -2081,16 +1942,14 @@ t_regress_accept_errors_pause(void **state)
     close(lowest);
     low.rlim_cur = (rlim_t)lowest;
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
-    end = loop_now_ms() + 1000;
-    while (loop_now_ms() < end) {
-        event_base_loop(loop_base(h->l), EVLOOP_ONCE);
+    end = tu_deadline(1000);
+    while (tu_turn(h->reapd.l, end))
         passes++;
-    }
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved_nofile), 0);
     log_set_fd(-1);
     log_setup(level, LOG_TEXT);
-    /* About 100 passes of the 10 ms tick and 4 resumes; a spinning loop
-     * makes tens of thousands. */
+    /* About 100 passes of tu_turn's 10 ms wait and 4 resumes; a spinning
+     * loop makes tens of thousands. */
     if (passes > 400)
         fail_msg("%d loop passes in 1 s with accept() failing", passes);
     /* Accepting again after the next pause (800 ms at most). */
@@ -2152,10 +2011,7 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
-    if (getenv("TEST_SKIP") != NULL)
-        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    tu_test_filters();
     log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

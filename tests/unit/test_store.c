@@ -32,23 +32,12 @@
 #include <unistd.h>
 
 #include "store.h"
+#include "testutil.h"
 
 struct fx {
     char dir[64];
     struct store *st;
 };
-
-static void
-rid(char *buf, unsigned n)
-{
-    snprintf(buf, STORE_REPORT_ID_MAX + 1, "%032x", n);
-}
-
-static void
-cid(char *buf, unsigned n)
-{
-    snprintf(buf, STORE_ID_MAX + 1, "%064x", n);
-}
 
 static void
 tmpdir_new(char *dir, size_t len)
@@ -58,25 +47,11 @@ tmpdir_new(char *dir, size_t len)
 }
 
 static void
-rm_db(const char *dir)
-{
-    static const char *const names[] = {"reapd.db", "reapd.db-wal",
-                                        "reapd.db-shm"};
-    char path[128];
-    size_t i;
-
-    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        unlink(path);
-    }
-}
-
-static void
 tmpdir_free(const char *dir)
 {
     char path[128];
 
-    rm_db(dir);
+    tu_rm_store(dir);
     snprintf(path, sizeof(path), "%s/reapd.db", dir);
     rmdir(path); /* the test that made it a directory */
     assert_int_equal(rmdir(dir), 0);
@@ -185,8 +160,8 @@ add(struct store *st, unsigned r, unsigned c, int64_t now)
     char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1], body[128];
     int n;
 
-    rid(id, r);
-    cid(ctr, c);
+    tu_report_id(id, r);
+    tu_container_id(ctr, c);
     n = snprintf(body, sizeof(body), "{\"report_id\":\"%s\",\"n\":%u}", id, r);
     return store_add_report(st, id, ctr, body, (size_t)n, now);
 }
@@ -196,7 +171,7 @@ mark_delivered(struct store *st, unsigned r, int64_t now)
 {
     char id[STORE_REPORT_ID_MAX + 1];
 
-    rid(id, r);
+    tu_report_id(id, r);
     return store_mark_delivered(st, id, now);
 }
 
@@ -205,7 +180,7 @@ mark_dead(struct store *st, unsigned r, const char *error)
 {
     char id[STORE_REPORT_ID_MAX + 1];
 
-    rid(id, r);
+    tu_report_id(id, r);
     return store_mark_dead(st, id, error);
 }
 
@@ -214,7 +189,7 @@ mark_retry(struct store *st, unsigned r, int64_t next, const char *error)
 {
     char id[STORE_REPORT_ID_MAX + 1];
 
-    rid(id, r);
+    tu_report_id(id, r);
     return store_mark_retry(st, id, next, error);
 }
 
@@ -223,7 +198,7 @@ get(struct store *st, unsigned r, struct store_report *out)
 {
     char id[STORE_REPORT_ID_MAX + 1];
 
-    rid(id, r);
+    tu_report_id(id, r);
     return store_get_report(st, id, true, out);
 }
 
@@ -443,7 +418,7 @@ t_corrupt_file(void **state)
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, "not a database"));
     assert_non_null(strstr(err, "move it aside"));
-    rm_db(dir);
+    tu_rm_store(dir);
 
     /* A database whose pages were overwritten: the header is fine, the
      * b-trees are not. quick_check at open finds it. */
@@ -460,7 +435,7 @@ t_corrupt_file(void **state)
     assert_non_null(strstr(err, "integrity check"));
     assert_non_null(strstr(err, "move it aside"));
     assert_null(strchr(err, '\n'));
-    rm_db(dir);
+    tu_rm_store(dir);
 
     /* Garbage after the last frame of the WAL a crashed writer left (a
      * torn write) is ignored. */
@@ -663,18 +638,18 @@ t_dead_reasons(void **state)
     assert_int_equal(add(f->st, 3, 3, 10), STORE_OK);
     assert_int_equal(add(f->st, 4, 4, 10), STORE_OK);
     assert_int_equal(mark_dead(f->st, 1, "HTTP 422: no"), STORE_OK);
-    rid(id, 2);
+    tu_report_id(id, 2);
     assert_int_equal(
         store_mark_dead_reason(f->st, id, STORE_DEAD_TOO_LARGE, "big"),
         STORE_OK);
-    rid(id, 3);
+    tu_report_id(id, 3);
     assert_int_equal(
         store_mark_dead_reason(f->st, id, STORE_DEAD_INVALID, NULL), STORE_OK);
     /* No reason is no dead letter; a dead one stays as it is. */
-    rid(id, 4);
+    tu_report_id(id, 4);
     assert_int_equal(store_mark_dead_reason(f->st, id, STORE_DEAD_NONE, "x"),
                      STORE_INVALID);
-    rid(id, 3);
+    tu_report_id(id, 3);
     assert_int_equal(
         store_mark_dead_reason(f->st, id, STORE_DEAD_REJECTED, "again"),
         STORE_NOT_FOUND);
@@ -723,32 +698,6 @@ t_dead_reasons(void **state)
     assert_non_null(strstr(store_errmsg(f->st), "dead_reason"));
 }
 
-/* Whether some descriptor of this process is open on `path`; then
- * whether every such one is close-on-exec. */
-static bool
-open_cloexec(const char *path, bool *found)
-{
-    char link[64], target[256];
-    bool all = true;
-    int fd;
-
-    *found = false;
-    for (fd = 0; fd < 1024; fd++) {
-        ssize_t n;
-
-        snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-        n = readlink(link, target, sizeof(target) - 1);
-        if (n < 0)
-            continue;
-        target[n] = '\0';
-        if (strcmp(target, path) != 0)
-            continue;
-        *found = true;
-        all = all && (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
-    }
-    return all;
-}
-
 /* Every file of the database is opened close-on-exec and never through
  * a symlink: the WAL and shared-memory files either. */
 static void
@@ -769,14 +718,14 @@ t_files_hardened(void **state)
     assert_int_equal(add(st, 1, 1, 1), STORE_OK);
     for (i = 0; i < 3; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-        assert_true(open_cloexec(path, &found));
+        assert_true(tu_open_cloexec(path, &found));
         assert_true(found);
     }
     assert_int_equal(store_close(st), STORE_OK);
 
     snprintf(target, sizeof(target), "%s/target", dir);
     for (i = 1; i < 3; i++) {
-        rm_db(dir);
+        tu_rm_store(dir);
         st = must_open(dir);
         assert_int_equal(store_close(st), STORE_OK);
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
@@ -793,7 +742,7 @@ t_files_hardened(void **state)
         assert_int_equal(lstat(target, &sb), -1);
         unlink(path);
     }
-    rm_db(dir);
+    tu_rm_store(dir);
     tmpdir_free(dir);
 }
 
@@ -855,8 +804,8 @@ t_duplicate(void **state)
     assert_int_equal(add(f->st, 7, 1, 100), STORE_OK);
     assert_int_equal(add(f->st, 7, 1, 200), STORE_DUPLICATE);
     /* Another body under the same id changes nothing either. */
-    rid(id, 7);
-    cid(ctr, 2);
+    tu_report_id(id, 7);
+    tu_container_id(ctr, 2);
     assert_int_equal(store_add_report(f->st, id, ctr, "{}", 2, 300),
                      STORE_DUPLICATE);
     assert_int_equal(get(f->st, 7, &r), STORE_OK);
@@ -892,8 +841,8 @@ t_invalid_input(void **state)
     char *big;
     int64_t v;
 
-    cid(ctr, 1);
-    rid(id, 1);
+    tu_container_id(ctr, 1);
+    tu_report_id(id, 1);
     memset(long_id, 'a', sizeof(long_id) - 1);
     long_id[sizeof(long_id) - 1] = '\0';
     memset(long_rid, 'a', sizeof(long_rid) - 1);
@@ -1264,9 +1213,9 @@ t_counts_and_size(void **state)
     memset(body, 'x', sizeof(body));
     body[0] = '"';
     body[sizeof(body) - 1] = '"';
-    cid(ctr, 1);
+    tu_container_id(ctr, 1);
     for (i = 0; i < 20; i++) {
-        rid(id, i);
+        tu_report_id(id, i);
         assert_int_equal(
             store_add_report(f->st, id, ctr, body, sizeof(body), i), STORE_OK);
     }
@@ -1446,7 +1395,7 @@ t_batch(void **state)
     int n;
 
     for (i = 0; i < 5000; i++) {
-        cid(ctr, i % 100);
+        tu_container_id(ctr, i % 100);
         n = snprintf(json, sizeof(json), "{\"step\":%u}", i);
         assert_int_equal(store_put_container(f->st, ctr, json, (size_t)n, i),
                          STORE_OK);
@@ -1538,7 +1487,7 @@ t_full_size_limit(void **state)
     memset(body, 'b', sizeof(body));
     body[0] = '"';
     body[sizeof(body) - 1] = '"';
-    cid(ctr, 1);
+    tu_container_id(ctr, 1);
     for (i = 0; i < 10; i++)
         assert_int_equal(add(f->st, i, i, 1), STORE_OK);
     assert_int_equal(store_put_container(f->st, ctr, "{\"v\":1}", 7, 1),
@@ -1552,7 +1501,7 @@ t_full_size_limit(void **state)
                      STORE_OK);
     assert_true(eff >= c.db_bytes && eff <= c.db_bytes + 65536);
     for (i = 100; i < 200; i++) {
-        rid(id, i);
+        tu_report_id(id, i);
         res = store_add_report(f->st, id, ctr, body, sizeof(body), i);
         if (res != STORE_OK)
             break;
@@ -1638,7 +1587,7 @@ fsize_child(const char *dir)
     memset(body, 'b', sizeof(body));
     body[0] = '"';
     body[sizeof(body) - 1] = '"';
-    cid(ctr, 1);
+    tu_container_id(ctr, 1);
     CHECK(store_open(dir, &st, NULL, 0) == STORE_OK);
     for (i = 0; i < 5; i++)
         CHECK(add(st, i, 1, 1) == STORE_OK);
@@ -1648,7 +1597,7 @@ fsize_child(const char *dir)
     rl.rlim_cur = (rlim_t)sb.st_size + 40000;
     CHECK(setrlimit(RLIMIT_FSIZE, &rl) == 0);
     for (i = 100; i < 200; i++) {
-        rid(id, i);
+        tu_report_id(id, i);
         res = store_add_report(st, id, ctr, body, sizeof(body), i);
         if (res != STORE_OK)
             break;
@@ -1660,7 +1609,7 @@ fsize_child(const char *dir)
     /* Again: a second error in a row is handled the same way. */
     CHECK(store_add_report(st, id, ctr, body, sizeof(body), i) < 0);
     for (i = 0; i < 4; i++) { /* more than one report's worth */
-        cid(ctr, i);
+        tu_container_id(ctr, i);
         CHECK(store_put_container(st, ctr, body, sizeof(body), 1) == STORE_OK);
     }
     res2 = store_flush(st);
@@ -1876,8 +1825,8 @@ t_timing(void **state)
 
     t0 = now_us();
     for (i = 0; i < nadd; i++) {
-        rid(id, i);
-        cid(ctr, i % 50);
+        tu_report_id(id, i);
+        tu_container_id(ctr, i % 50);
         assert_int_equal(
             store_add_report(f->st, id, ctr, body, sizeof(body), i), STORE_OK);
     }
@@ -1887,7 +1836,7 @@ t_timing(void **state)
      * each, then one flush. */
     t0 = now_us();
     for (i = 0; i < nput; i++) {
-        cid(ctr, i % 200);
+        tu_container_id(ctr, i % 200);
         assert_int_equal(store_put_container(f->st, ctr, rec, sizeof(rec), i),
                          STORE_OK);
     }
@@ -1899,7 +1848,7 @@ t_timing(void **state)
     /* One update per flush: the worst case, a quiet loop. */
     t0 = now_us();
     for (i = 0; i < nsingle; i++) {
-        cid(ctr, i % 200);
+        tu_container_id(ctr, i % 200);
         assert_int_equal(store_put_container(f->st, ctr, rec, sizeof(rec), i),
                          STORE_OK);
         assert_int_equal(store_flush(f->st), STORE_OK);
@@ -1939,8 +1888,8 @@ t_add_delivered(void **state)
     struct store_counts c;
     char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
 
-    rid(id, 1);
-    cid(ctr, 1);
+    tu_report_id(id, 1);
+    tu_container_id(ctr, 1);
     assert_int_equal(store_add_delivered(f->st, id, ctr, "{\"n\":1}", 7, 50),
                      STORE_OK);
     assert_int_equal(store_get_report(f->st, id, false, &r), STORE_OK);
@@ -1955,7 +1904,7 @@ t_add_delivered(void **state)
     /* A pending report of the same container after it, and one before a
      * delivered one: heads stay right. */
     assert_int_equal(add(f->st, 2, 1, 70), STORE_OK);
-    rid(id, 3);
+    tu_report_id(id, 3);
     assert_int_equal(store_add_delivered(f->st, id, ctr, "{\"n\":3}", 7, 80),
                      STORE_OK);
     assert_int_equal(store_check(f->st), STORE_OK);
@@ -2003,9 +1952,6 @@ main(void)
     signal(SIGPIPE, SIG_IGN);
     /* Going over RLIMIT_FSIZE must fail a write, not kill the test. */
     signal(SIGXFSZ, SIG_IGN);
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
-    if (getenv("TEST_SKIP") != NULL)
-        cmocka_set_skip_filter(getenv("TEST_SKIP"));
+    tu_test_filters();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,26 +17,22 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
 #include <event2/event.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
-#include <event2/listener.h>
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "loop.h"
+#include "testutil.h"
 #include "upstream.h"
 
 #define MAX_REQS 1024
@@ -242,16 +238,6 @@ hold(struct srv *s, struct evhttp_request *req, int idx)
 }
 
 static void
-copy_header(struct evhttp_request *req, const char *name, char *out,
-            size_t len)
-{
-    const char *v =
-        evhttp_find_header(evhttp_request_get_input_headers(req), name);
-
-    snprintf(out, len, "%s", v != NULL ? v : "(none)");
-}
-
-static void
 on_request(struct evhttp_request *req, void *arg)
 {
     struct srv *s = arg;
@@ -271,11 +257,11 @@ on_request(struct evhttp_request *req, void *arg)
                                                                 : "OTHER");
     snprintf(r->path, sizeof(r->path), "%s",
              evhttp_uri_get_path(evhttp_request_get_evhttp_uri(req)));
-    copy_header(req, "Content-Type", r->ctype, sizeof(r->ctype));
-    copy_header(req, "Idempotency-Key", r->idem, sizeof(r->idem));
-    copy_header(req, "Authorization", r->auth, sizeof(r->auth));
-    copy_header(req, "X-Reapd-Node", r->node, sizeof(r->node));
-    copy_header(req, "X-Two", r->two, sizeof(r->two));
+    tu_http_header(req, "Content-Type", r->ctype, sizeof(r->ctype));
+    tu_http_header(req, "Idempotency-Key", r->idem, sizeof(r->idem));
+    tu_http_header(req, "Authorization", r->auth, sizeof(r->auth));
+    tu_http_header(req, "X-Reapd-Node", r->node, sizeof(r->node));
+    tu_http_header(req, "X-Two", r->two, sizeof(r->two));
     r->body_len = evbuffer_get_length(in);
     r->body = malloc(r->body_len + 1);
     assert_non_null(r->body);
@@ -330,9 +316,6 @@ static struct srv *
 srv_new(struct event_base *base)
 {
     struct srv *s = calloc(1, sizeof(*s));
-    struct evhttp_bound_socket *bs;
-    struct sockaddr_in sin;
-    socklen_t slen = sizeof(sin);
 
     assert_non_null(s);
     s->base = base;
@@ -343,14 +326,7 @@ srv_new(struct event_base *base)
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_POST | EVHTTP_REQ_GET);
     evhttp_set_max_body_size(s->http, 4u << 20);
     evhttp_set_gencb(s->http, on_request, s);
-    bs = evhttp_bind_socket_with_handle(s->http, "127.0.0.1", 0);
-    assert_non_null(bs);
-    assert_int_equal(getsockname(evconnlistener_get_fd(
-                                     evhttp_bound_socket_get_listener(bs)),
-                                 (struct sockaddr *)&sin, &slen),
-                     0);
-    s->port = ntohs(sin.sin_port);
-    assert_true(s->port > 0);
+    s->port = tu_http_bind(s->http);
     return s;
 }
 
@@ -436,7 +412,6 @@ struct ev {
 struct fx {
     struct loop *l;
     struct srv *s;
-    struct event *tick;
     struct upstream *u;
     struct upstream_opts o;
     struct header hdrs[2];
@@ -518,20 +493,11 @@ cb_dead(const struct upstream_outcome *o, void *arg)
 
 static const struct upstream_cbs cbs = {cb_delivered, cb_retry, cb_dead};
 
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    (void)arg;
-}
-
 /* A loop, a receiver, and the usual options (not yet an upstream). */
 static struct fx *
 fx_new(void)
 {
     struct fx *f = calloc(1, sizeof(*f));
-    struct timeval tv = {0, 5000};
 
     assert_non_null(f);
     snprintf(f->logpath, sizeof(f->logpath), "/tmp/reapd-upstream-XXXXXX");
@@ -542,9 +508,6 @@ fx_new(void)
     f->l = loop_new();
     assert_non_null(f->l);
     f->s = srv_new(loop_base(f->l));
-    /* Keeps the loop turning so run_until can look at the clock. */
-    f->tick = event_new(loop_base(f->l), -1, EV_PERSIST, on_tick, NULL);
-    event_add(f->tick, &tv);
     snprintf(f->url, sizeof(f->url), "http://127.0.0.1:%d/ingest", f->s->port);
     f->hdrs[0].name = "X-Reapd-Node";
     f->hdrs[0].value = "node-1";
@@ -592,7 +555,6 @@ fx_free(struct fx *f)
     int i;
 
     upstream_free(f->u);
-    event_free(f->tick);
     srv_free(f->s);
     loop_free(f->l);
     /* Whatever the test did: the token never reached a log line or an
@@ -610,29 +572,6 @@ fx_free(struct fx *f)
     close(f->logfd);
     unlink(f->logpath);
     free(f);
-}
-
-typedef int (*cond_fn)(const struct fx *f, const void *arg);
-
-static void
-run_until(struct fx *f, cond_fn cond, const void *arg, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (!cond(f, arg)) {
-        if (loop_now_ms() > deadline)
-            fail_msg("condition not reached within %d ms", ms);
-        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
-    }
-}
-
-static void
-run_for(struct fx *f, int ms)
-{
-    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
-
-    while (loop_now_ms() < deadline)
-        event_base_loop(loop_base(f->l), EVLOOP_ONCE);
 }
 
 static int
@@ -668,25 +607,25 @@ is_held(const struct fx *f, const void *arg)
 static void
 wait_final(struct fx *f, int n, int ms)
 {
-    run_until(f, n_final, &n, ms);
+    TU_RUN_UNTIL(f->l, n_final(f, &n), ms);
 }
 
 static void
 wait_retries(struct fx *f, int n, int ms)
 {
-    run_until(f, n_retry, &n, ms);
+    TU_RUN_UNTIL(f->l, n_retry(f, &n), ms);
 }
 
 static void
 wait_held(struct fx *f, int n, int ms)
 {
-    run_until(f, n_held, &n, ms);
+    TU_RUN_UNTIL(f->l, n_held(f, &n), ms);
 }
 
 static void
 wait_reqs(struct fx *f, int n, int ms)
 {
-    run_until(f, n_reqs, &n, ms);
+    TU_RUN_UNTIL(f->l, n_reqs(f, &n), ms);
 }
 
 static void
@@ -737,7 +676,7 @@ t_delivered_once(void **state)
     assert_int_equal(st.held, 1);
     assert_int_equal(st.containers, 1);
     wait_final(f, 1, 3000);
-    run_for(f, 200); /* and nothing more comes */
+    tu_run_for(f->l, 200); /* and nothing more comes */
     assert_int_equal(f->s->nreqs, 1);
     assert_int_equal(f->ndelivered, 1);
     assert_int_equal(f->nretry + f->ndead, 0);
@@ -857,7 +796,7 @@ t_dead_400(void **state)
     fx_start(f);
     submit(f, "r1", "c1");
     wait_final(f, 1, 3000);
-    run_for(f, 200); /* never retried */
+    tu_run_for(f->l, 200); /* never retried */
     assert_int_equal(f->s->nreqs, 1);
     assert_int_equal(f->ndead, 1);
     assert_int_equal(f->nretry + f->ndelivered, 0);
@@ -912,7 +851,7 @@ t_status_classes(void **state)
         assert_int_equal(last_final(f)->status, dead[i]);
         assert_int_equal(f->s->nreqs, reqs + 1);
     }
-    run_for(f, 100);
+    tu_run_for(f->l, 100);
     assert_int_equal(f->ndead, (int)(sizeof(dead) / sizeof(dead[0])));
     fx_free(f);
 }
@@ -1021,22 +960,6 @@ t_reset(void **state)
     fx_free(f);
 }
 
-static int
-free_port(void)
-{
-    struct sockaddr_in sin = {.sin_family = AF_INET};
-    socklen_t len = sizeof(sin);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-    assert_true(fd >= 0);
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
-    port = ntohs(sin.sin_port);
-    close(fd);
-    return port;
-}
-
 /* Nothing listens; then a reload points at the receiver, with a new
  * token, and the same report gets through. */
 static void
@@ -1046,7 +969,8 @@ t_refused_then_update(void **state)
     char dead_url[64], err[UPSTREAM_ERR_MAX];
 
     (void)state;
-    snprintf(dead_url, sizeof(dead_url), "http://127.0.0.1:%d/x", free_port());
+    snprintf(dead_url, sizeof(dead_url), "http://127.0.0.1:%d/x",
+             tu_free_port());
     f->o.url = dead_url;
     fx_start(f);
     submit(f, "r1", "c1");
@@ -1163,7 +1087,7 @@ t_order_per_container(void **state)
     submit(f, "b1", "ctr-b");
     submit(f, "c1", "ctr-c");
     wait_held(f, 3, 3000);
-    run_for(f, 100);
+    tu_run_for(f->l, 100);
     /* One per container: a2 and a3 wait behind a1. */
     assert_int_equal(f->s->nreqs, 3);
     assert_true(srv_holds(f->s, "a1") && srv_holds(f->s, "b1") &&
@@ -1177,21 +1101,21 @@ t_order_per_container(void **state)
     srv_release(f->s, "b1", 200);
     srv_release(f->s, "c1", 200);
     wait_final(f, 2, 3000);
-    run_for(f, 100);
+    tu_run_for(f->l, 100);
     assert_int_equal(f->s->nreqs, 3);
     assert_true(srv_holds(f->s, "a1"));
 
     /* a1 fails: a2 still waits, through a1's retry. */
     srv_release(f->s, "a1", 503);
     wait_retries(f, 1, 3000);
-    run_until(f, is_held, "a1", 3000);
+    TU_RUN_UNTIL(f->l, is_held(f, "a1"), 3000);
     assert_int_equal(srv_count(f->s, "a2"), 0);
     srv_release(f->s, "a1", 200);
-    run_until(f, is_held, "a2", 3000);
+    TU_RUN_UNTIL(f->l, is_held(f, "a2"), 3000);
     assert_true(final_index(f, "a1", EV_DELIVERED) >= 0);
     /* A dead letter lets the next one go too. */
     srv_release(f->s, "a2", 400);
-    run_until(f, is_held, "a3", 3000);
+    TU_RUN_UNTIL(f->l, is_held(f, "a3"), 3000);
     assert_true(final_index(f, "a2", EV_DEAD) >= 0);
     srv_release(f->s, "a3", 200);
     wait_final(f, 5, 3000);
@@ -1230,7 +1154,7 @@ t_order_random(void **state)
         }
     }
     wait_final(f, NC * NR, 15000);
-    run_for(f, 50);
+    tu_run_for(f->l, 50);
     assert_int_equal(f->ndelivered + f->ndead, NC * NR);
     assert_int_equal(f->s->violations, 0);
     assert_true(f->s->max_held <= 3);
@@ -1290,7 +1214,7 @@ t_max_in_flight(void **state)
         submit(f, rid, cid);
     }
     wait_held(f, 3, 3000);
-    run_for(f, 100);
+    tu_run_for(f->l, 100);
     assert_int_equal(f->s->nheld, 3);
     upstream_stats(f->u, &st);
     assert_int_equal(st.in_flight, 3);
@@ -1301,7 +1225,7 @@ t_max_in_flight(void **state)
     /* One answered, one more starts. */
     srv_release(f->s, "r0", 200);
     wait_reqs(f, 4, 3000);
-    run_for(f, 50);
+    tu_run_for(f->l, 50);
     assert_int_equal(f->s->nheld, 3);
     assert_int_equal(f->s->max_held, 3);
     assert_true(srv_holds(f->s, "r3"));
@@ -1309,11 +1233,11 @@ t_max_in_flight(void **state)
     f->o.max_in_flight = 5;
     assert_int_equal(upstream_update(f->u, &f->o, err, sizeof(err)), 0);
     wait_held(f, 5, 3000);
-    run_for(f, 50);
+    tu_run_for(f->l, 50);
     assert_int_equal(f->s->nheld, 5);
     for (i = 1; i < 10; i++) {
         snprintf(rid, sizeof(rid), "r%d", i);
-        run_until(f, is_held, rid, 3000);
+        TU_RUN_UNTIL(f->l, is_held(f, rid), 3000);
         srv_release(f->s, rid, 200);
         released++;
     }
@@ -1336,7 +1260,7 @@ t_submit_from_callback(void **state)
     fx_start(f);
     submit(f, "chain-0", "c-chain");
     wait_final(f, 5, 3000);
-    run_for(f, 50);
+    tu_run_for(f->l, 50);
     assert_int_equal(f->chain_errs, 0);
     assert_int_equal(f->ndelivered, 5);
     for (i = 0; i < 5; i++) {
@@ -1412,16 +1336,6 @@ t_token_never_shown(void **state)
 }
 
 static void
-write_file(const char *path, const char *text, size_t len)
-{
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, len), (ssize_t)len);
-    close(fd);
-}
-
-static void
 expect_token_error(const char *path, const char *why)
 {
     char err[UPSTREAM_ERR_MAX] = "", *tok = (char *)1;
@@ -1443,23 +1357,23 @@ t_read_token(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/token", dir);
     snprintf(fifo, sizeof(fifo), "%s/fifo", dir);
-    write_file(path, TOKEN "\n", strlen(TOKEN) + 1);
+    tu_write_file(path, TOKEN "\n", strlen(TOKEN) + 1);
     assert_int_equal(upstream_read_token(path, &tok, err, sizeof(err)), 0);
     assert_string_equal(tok, TOKEN);
     upstream_token_free(tok);
 
-    write_file(path, "\n \n", 3);
+    tu_write_file(path, "\n \n", 3);
     expect_token_error(path, "whitespace");
-    write_file(path, "SeCrEt with space", 17);
+    tu_write_file(path, "SeCrEt with space", 17);
     expect_token_error(path, "whitespace");
-    write_file(path, "SeCrEt\x01", 7);
+    tu_write_file(path, "SeCrEt\x01", 7);
     expect_token_error(path, "control");
     memset(big, 'a', sizeof(big));
-    write_file(path, big, UPSTREAM_TOKEN_MAX + 1);
+    tu_write_file(path, big, UPSTREAM_TOKEN_MAX + 1);
     expect_token_error(path, "more than 4096 characters");
-    write_file(path, big, sizeof(big));
+    tu_write_file(path, big, sizeof(big));
     expect_token_error(path, "more than 4096 characters");
-    write_file(path, big, UPSTREAM_TOKEN_MAX);
+    tu_write_file(path, big, UPSTREAM_TOKEN_MAX);
     assert_int_equal(upstream_read_token(path, &tok, err, sizeof(err)), 0);
     assert_int_equal(strlen(tok), UPSTREAM_TOKEN_MAX);
     upstream_token_free(tok);
@@ -1527,11 +1441,11 @@ t_read_token_strict(void **state)
     assert_non_null(mkdtemp(dir));
     snprintf(path, sizeof(path), "%s/token", dir);
     for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-        write_file(path, bad[i].text, bad[i].len);
+        tu_write_file(path, bad[i].text, bad[i].len);
         expect_token_error(path, bad[i].why);
     }
     for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
-        write_file(path, good[i], strlen(good[i]));
+        tu_write_file(path, good[i], strlen(good[i]));
         if (upstream_read_token(path, &tok, err, sizeof(err)) != 0)
             fail_msg("token %zu refused: %s", i, err);
         assert_string_equal(tok, want[i]);
@@ -1542,17 +1456,17 @@ t_read_token_strict(void **state)
     memset(big, 'a', sizeof(big));
     big[UPSTREAM_TOKEN_MAX] = '\r';
     big[UPSTREAM_TOKEN_MAX + 1] = '\n';
-    write_file(path, big, UPSTREAM_TOKEN_MAX + 2);
+    tu_write_file(path, big, UPSTREAM_TOKEN_MAX + 2);
     assert_int_equal(upstream_read_token(path, &tok, err, sizeof(err)), 0);
     assert_int_equal(strlen(tok), UPSTREAM_TOKEN_MAX);
     upstream_token_free(tok);
     big[UPSTREAM_TOKEN_MAX] = 'a';
-    write_file(path, big, UPSTREAM_TOKEN_MAX + 1);
+    tu_write_file(path, big, UPSTREAM_TOKEN_MAX + 1);
     expect_token_error(path, "more than 4096 characters");
     big[UPSTREAM_TOKEN_MAX + 1] = '\n';
-    write_file(path, big, UPSTREAM_TOKEN_MAX + 2);
+    tu_write_file(path, big, UPSTREAM_TOKEN_MAX + 2);
     expect_token_error(path, "more than 4096 characters");
-    write_file(path, big, sizeof(big));
+    tu_write_file(path, big, sizeof(big));
     expect_token_error(path, "more than 4096 characters");
     unlink(path);
     rmdir(dir);
@@ -1706,7 +1620,7 @@ t_free_in_flight(void **state)
     upstream_free(f->u);
     f->u = NULL;
     assert_int_equal(loop_http_active(f->l), 0);
-    run_for(f, 400); /* past the retry timer */
+    tu_run_for(f->l, 400); /* past the retry timer */
     assert_int_equal(f->nevs, nevs);
     assert_int_equal(f->s->nreqs, nreqs);
     fx_free(f);
@@ -1730,7 +1644,7 @@ t_free_in_callback(void **state)
     submit(f, "r4", "c0");
     f->free_in_cb = 1;
     wait_final(f, 1, 3000);
-    run_for(f, 200);
+    tu_run_for(f->l, 200);
     assert_null(f->u);
     assert_int_equal(f->nevs, 1);
     assert_int_equal(loop_http_active(f->l), 0);
@@ -1743,7 +1657,7 @@ t_free_in_callback(void **state)
     submit(f, "x2", "c1");
     f->free_in_cb = 1;
     wait_retries(f, 1, 3000);
-    run_for(f, 200);
+    tu_run_for(f->l, 200);
     assert_null(f->u);
     assert_int_equal(f->nevs, 2);
     fx_free(f);
@@ -1778,7 +1692,6 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN); /* the receiver may write to a closed peer */
-    if (getenv("TEST_FILTER") != NULL)
-        cmocka_set_test_filter(getenv("TEST_FILTER"));
+    tu_test_filters();
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
