@@ -148,6 +148,8 @@ meta_from_list(struct rec *c, const struct docker_container *dc)
                         dc->name_truncated || dc->image_truncated);
 }
 
+static void unhold(struct rec *c);
+
 /* ---- slots ------------------------------------------------------------ */
 
 static void
@@ -578,6 +580,7 @@ void
 reaper_forget(struct rec *c)
 {
     persist_forget(c);
+    unhold(c);
     docker_cancel(c->meta_req);
     docker_cancel(c->inspect_req);
     docker_cancel(c->delete_req);
@@ -631,6 +634,7 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     }
     c->pend = NULL;
     c->npend = 0;
+    unhold(c);
     if (a == POLICY_IGNORE) {
         c->kind = R_IGNORED;
         free(pend);
@@ -819,20 +823,80 @@ is_tombstoned(const struct reaper *r, const char *id)
     return false;
 }
 
+/*
+ * The events checkpoint a restart resumes from: the last event's time,
+ * but never past the first event of a container still being discovered.
+ * Its events wait in memory for its labels (c->pend): killed then, a
+ * reapd whose checkpoint had moved on would never be sent them again, and
+ * an exit whose container is removed meanwhile (--rm) would be lost. Held
+ * back, the replay brings them (and a few already taken, which the
+ * lifecycle and the report dedupe take twice safely).
+ */
 static void
-on_event(const struct docker_event *ev, void *arg)
+save_checkpoint(struct reaper *r)
 {
-    struct reaper *r = arg;
+    int64_t t = r->last_ev_nano;
+
+    /* Stopping is not forgetting: records discovering now are held
+     * still. */
+    if (r->store == NULL || r->stopping)
+        return;
+    if (r->holds != NULL && r->holds->hold_nano - 1 < t)
+        t = r->holds->hold_nano - 1;
+    if (t <= 0 || t == r->saved_checkpoint)
+        return;
+    persist_result(r, store_set_checkpoint(r->store, CHECKPOINT_KEY, t),
+                   "saving the events checkpoint");
+    persist_flush_soon(r);
+    r->saved_checkpoint = t;
+}
+
+/* c, discovering, holds an event of time `nano` in memory. */
+static void
+hold(struct rec *c, int64_t nano)
+{
+    struct reaper *r = c->r;
+
+    if (c->holding || nano <= 0)
+        return;
+    c->holding = true;
+    c->hold_nano = nano;
+    c->hold_prev = r->holds_tail;
+    c->hold_next = NULL;
+    if (r->holds_tail != NULL)
+        r->holds_tail->hold_next = c;
+    else
+        r->holds = c;
+    r->holds_tail = c;
+}
+
+/* c's events are in its lifecycle now (or c is forgotten). */
+static void
+unhold(struct rec *c)
+{
+    struct reaper *r = c->r;
+
+    if (!c->holding)
+        return;
+    if (c->hold_prev != NULL)
+        c->hold_prev->hold_next = c->hold_next;
+    else
+        r->holds = c->hold_next;
+    if (c->hold_next != NULL)
+        c->hold_next->hold_prev = c->hold_prev;
+    else
+        r->holds_tail = c->hold_prev;
+    c->hold_prev = c->hold_next = NULL;
+    c->holding = false;
+    save_checkpoint(r);
+}
+
+static void
+take_event(struct reaper *r, const struct docker_event *ev)
+{
     struct rec *c;
     struct lc_obs o;
 
-    r->st.events++;
-    if (r->store != NULL && ev->time_nano > 0) {
-        persist_result(
-            r, store_set_checkpoint(r->store, CHECKPOINT_KEY, ev->time_nano),
-            "saving the events checkpoint");
-        persist_flush_soon(r);
-    }
     memset(&o, 0, sizeof(o));
     switch (ev->action) {
     case EV_START:
@@ -882,8 +946,22 @@ on_event(const struct docker_event *ev, void *arg)
     }
     if (ev->action == EV_DIE)
         c->die_nano = ev->time_nano;
+    if (c->kind == R_DISCOVERING)
+        hold(c, ev->time_nano);
     if (o.kind != OBS_NKINDS)
         reaper_feed(c, &o);
+}
+
+static void
+on_event(const struct docker_event *ev, void *arg)
+{
+    struct reaper *r = arg;
+
+    r->st.events++;
+    take_event(r, ev);
+    if (ev->time_nano > r->last_ev_nano)
+        r->last_ev_nano = ev->time_nano;
+    save_checkpoint(r);
 }
 
 /* ---- relists ---------------------------------------------------------- */
@@ -1143,6 +1221,7 @@ reaper_free(struct reaper *r)
         docker_set_labels(r->d, NULL, NULL);
     docker_cancel(r->relist_req);
     audit_cleanup(r);
+    r->stopping = true;
     /* Stopping is not forgetting: the records stay in the store. */
     for (c = ctable_first(&r->tab, &it); c != NULL;
          c = ctable_next(&r->tab, &it)) {

@@ -97,6 +97,12 @@ struct rec {
      * records never need it). */
     struct lc_obs *pend;
     size_t npend;
+    /* Discovering with events held in memory only: the events
+     * checkpoint stays before the first of them (hold_nano), so that a
+     * restart is sent them again. In r->holds, oldest first. */
+    bool holding;
+    int64_t hold_nano;
+    struct rec *hold_prev, *hold_next;
 };
 
 struct reaper {
@@ -132,6 +138,12 @@ struct reaper {
     struct event *relist_timer;
     struct event *trim_ev;      /* after a relist: give the heap back */
     char (*tombs)[CTR_ID_SIZE]; /* destroyed while a relist was in flight */
+    /* The events checkpoint: the last event's time, the checkpoint held
+     * back for records still discovering, and the value last written. */
+    int64_t last_ev_nano;
+    struct rec *holds, *holds_tail;
+    int64_t saved_checkpoint;
+    bool stopping; /* in reaper_free */
     size_t ntombs;
 
     /* The containerd channel (NULL: Docker-only mode). */

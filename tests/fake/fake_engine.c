@@ -259,6 +259,11 @@ static void
 answer(struct fake_engine *fe, struct evhttp_request *req, enum fake_op op,
        const char *id)
 {
+    if (op == FAKE_LIST) {
+        /* Its fault, if any, was answered when it came. */
+        reply_list(fe, req, id[0] != '\0' ? id : NULL);
+        return;
+    }
     if (fault(fe, req, op))
         return;
     if (op == FAKE_INSPECT)
@@ -405,14 +410,17 @@ on_request(struct evhttp_request *req, void *arg)
         const char *idp = dec != NULL ? strstr(dec, "[\"") : NULL;
         char only[65];
 
+        only[0] = '\0';
         if (idp != NULL && strlen(idp + 2) >= 64) {
             memcpy(only, idp + 2, 64);
             only[64] = '\0';
-            reply_list(fe, req, only);
-        } else {
-            reply_list(fe, req, NULL);
         }
         free(dec);
+        if (fe->delay_ms[FAKE_LIST] > 0) {
+            memcpy(id, only, sizeof(only)); /* answered late, below */
+            break;
+        }
+        reply_list(fe, req, only[0] != '\0' ? only : NULL);
         return;
     }
     default:

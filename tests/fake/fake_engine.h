@@ -57,7 +57,8 @@ void fake_engine_remove(struct fake_engine *fe, const char *id, int emit);
  * {"message":...}) instead of the real answer; status 0 = no fault. */
 void fake_engine_fail(struct fake_engine *fe, enum fake_op op, int status,
                       int count, const char *message);
-/* Every request of `op` is answered after `ms` (0 = at once). For
+/* Every request of `op` (FAKE_INSPECT, FAKE_DELETE, FAKE_LIST) is
+ * answered after `ms` (0 = at once). For
  * FAKE_INSPECT, only for container `id` when id is not NULL. */
 void fake_engine_delay(struct fake_engine *fe, enum fake_op op, int ms,
                        const char *id);

@@ -711,6 +711,39 @@ t_running_container_survives_kill(void **state)
     h_free(h);
 }
 
+/* A container's events wait in memory while its labels are being listed;
+ * reapd killed then must be sent them again after its restart: the
+ * events checkpoint stays before them. Here the list answer is slow, the
+ * container exits and is removed (`--rm`) while reapd is down, and only
+ * the replayed die can tell its code. */
+static void
+t_checkpoint_held_while_discovering(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_delay(h->fe, FAKE_LIST, 5000, NULL);
+    fake_engine_add(h->fe, A, "quick-rm", MANAGED, NULL, 1);
+    fake_engine_exit(h->fe, A, 7, 7);
+    tu_run_for(h->l, 300);
+    assert_int_equal(h->nreports, 0);
+    fake_engine_delay(h->fe, FAKE_LIST, 0, NULL);
+
+    h_stop(h);
+    fake_engine_remove(h->fe, A, 1);
+    h_restart(h, st);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 7);
+    assert_string_equal(json_string(json_get(rep, "name")), "quick-rm");
+    tu_run_for(h->l, 200);
+    assert_int_equal(h->nreports, 1);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* A record whose last changes were never written (reapd killed while
  * the state's disk was full) comes back at the next start; if that run
  * had reported the container removed, the record's exit is that same
@@ -976,6 +1009,7 @@ main(void)
         cmocka_unit_test(t_journal_recovery),
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
+        cmocka_unit_test(t_checkpoint_held_while_discovering),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
         cmocka_unit_test(t_no_delete_before_record_durable),
