@@ -127,7 +127,7 @@ static const char *check_socket_path(const char *s);
 static const char *check_containerd_socket(const char *s);
 static const char *check_namespace(const char *s);
 static const char *check_listen(const char *s);
-static const char *check_url(const char *s);
+static const char *config_check_url(const char *s);
 static const char *check_readable(const char *s);
 
 #define AT(member) offsetof(struct config, member)
@@ -161,7 +161,7 @@ static const struct field status_fields[] = {
 };
 
 static const struct field upstream_fields[] = {
-    {"url", F_NULLABLE_STR, AT(upstream_url), 0, 0, check_url},
+    {"url", F_NULLABLE_STR, AT(upstream_url), 0, 0, config_check_url},
     {"timeout_ms", F_INT, AT(upstream_timeout_ms), 100, 600000, NULL},
     {"token_file", F_NULLABLE_STR, AT(upstream_token_file), 0, 0,
      check_readable},
@@ -495,7 +495,7 @@ check_listen(const char *s)
 }
 
 static const char *
-check_url(const char *s)
+config_check_url(const char *s)
 {
     const char *rest;
     size_t i;
@@ -563,7 +563,7 @@ glob_problem(const char *g)
 
 /* RFC 9110 token characters, for header names. */
 static bool
-is_tchar(char ch)
+config_is_tchar(char ch)
 {
     return is_alnum(ch) || (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
@@ -599,8 +599,8 @@ get_string(struct ctx *c, const struct json_node *n, const char *path,
 }
 
 static bool
-get_int(struct ctx *c, const struct json_node *n, const char *path,
-        int64_t min, int64_t max, int64_t *out)
+config_get_int(struct ctx *c, const struct json_node *n, const char *path,
+               int64_t min, int64_t max, int64_t *out)
 {
     char lit[SHOW_MAX + 4];
     int64_t v;
@@ -622,7 +622,8 @@ get_int(struct ctx *c, const struct json_node *n, const char *path,
 }
 
 static bool
-get_bool(struct ctx *c, const struct json_node *n, const char *path, bool *out)
+config_get_bool(struct ctx *c, const struct json_node *n, const char *path,
+                bool *out)
 {
     if (!expect_type(c, n, JSON_BOOL, "a boolean", path))
         return false;
@@ -660,9 +661,10 @@ apply_field(struct ctx *c, const struct json_node *m, const char *section,
         snprintf(path, sizeof(path), "%s%s%s", section ? section : "",
                  section ? "." : "", f->key);
         if (f->type == F_INT) {
-            get_int(c, m, path, f->min, f->max, (int64_t *)(void *)base);
+            config_get_int(c, m, path, f->min, f->max,
+                           (int64_t *)(void *)base);
         } else if (f->type == F_BOOL) {
-            get_bool(c, m, path, (bool *)(void *)base);
+            config_get_bool(c, m, path, (bool *)(void *)base);
         } else if (f->type == F_NULLABLE_STR && m->type == JSON_NULL) {
             free(*(char **)(void *)base);
             *(char **)(void *)base = NULL;
@@ -696,7 +698,7 @@ static void
 parse_headers(struct ctx *c, const struct json_node *obj, struct config *cfg)
 {
     char k[SHOW_MAX + 4];
-    struct header *h;
+    struct config_header *h;
     size_t i, j;
 
     if (!expect_type(c, obj, JSON_OBJECT, "an object", "upstream.headers"))
@@ -721,7 +723,7 @@ parse_headers(struct ctx *c, const struct json_node *obj, struct config *cfg)
 
         show(k, m->key, m->key_len);
         for (j = 0; j < m->key_len && ok; j++)
-            ok = is_tchar(m->key[j]);
+            ok = config_is_tchar(m->key[j]);
         if (!ok) {
             problem(c, m->key_offset,
                     "upstream.headers: \"%s\" is not a valid header name", k);
@@ -868,7 +870,7 @@ parse_labels(struct ctx *c, const struct json_node *obj, const char *path,
     }
     for (i = 0; i < obj->count; i++) {
         const struct json_node *m = obj->items[i];
-        struct label *l;
+        struct policy_label *l;
 
         show(k, m->key, m->key_len);
         if (m->key_len == 0 || strlen(m->key) != m->key_len) {
@@ -1007,17 +1009,17 @@ parse_policy(struct ctx *c, const struct json_node *obj, size_t idx,
             has_action = true;
             parse_action(c, m, sub, &p->action);
         } else if (strcmp(k, "delay_ms") == 0) {
-            get_int(c, m, sub, 0, WEEK_MS, &p->delay_ms);
+            config_get_int(c, m, sub, 0, WEEK_MS, &p->delay_ms);
         } else if (strcmp(k, "force") == 0) {
-            get_bool(c, m, sub, &p->force);
+            config_get_bool(c, m, sub, &p->force);
         } else if (strcmp(k, "remove_volumes") == 0) {
-            get_bool(c, m, sub, &p->remove_volumes);
+            config_get_bool(c, m, sub, &p->remove_volumes);
         } else if (strcmp(k, "reap_leaked_tasks") == 0) {
-            get_bool(c, m, sub, &p->reap_leaked_tasks);
+            config_get_bool(c, m, sub, &p->reap_leaked_tasks);
         } else if (strcmp(k, "report") == 0) {
-            get_bool(c, m, sub, &p->report);
+            config_get_bool(c, m, sub, &p->report);
         } else if (strcmp(k, "allow_match_all") == 0) {
-            get_bool(c, m, sub, &allow_all);
+            config_get_bool(c, m, sub, &allow_all);
         } else {
             unknown_key(c, m, path);
         }
@@ -1207,8 +1209,8 @@ make_default(const char *source)
     cfg->delete_give_up_after_ms = 0;
     cfg->delete_retry_base_ms = 500;
     cfg->delete_retry_max_ms = 30000;
-    cfg->log_level = LOG_INFO;
-    cfg->log_format = LOG_TEXT;
+    cfg->log_level = LOG_LEVEL_INFO;
+    cfg->log_format = LOG_FORMAT_TEXT;
     cfg->source = strdup(source);
     if (!cfg->node || !cfg->state_dir || !cfg->docker_socket ||
         !cfg->containerd_socket || !cfg->containerd_namespace ||
@@ -1601,7 +1603,7 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
     jw_str(g, "level");
     jw_str(g, level_names[cfg->log_level]);
     jw_str(g, "format");
-    jw_str(g, cfg->log_format == LOG_JSON ? "json" : "text");
+    jw_str(g, cfg->log_format == LOG_FORMAT_JSON ? "json" : "text");
     yajl_gen_map_close(g);
     yajl_gen_map_close(g);
     out = jw_finish(g, len);

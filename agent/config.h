@@ -15,7 +15,7 @@
 #include "log.h"
 #include "policy.h"
 
-struct header {
+struct config_header {
     char *name;
     char *value;
 };
@@ -50,7 +50,7 @@ struct config {
     int64_t upstream_max_in_flight; /* 4 */
     int64_t upstream_retry_base_ms; /* 1000 */
     int64_t upstream_retry_max_ms;  /* 300000 */
-    struct header *upstream_headers;
+    struct config_header *upstream_headers;
     size_t nupstream_headers;
 
     int64_t delete_max_in_flight;    /* 8 */

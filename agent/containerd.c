@@ -84,7 +84,7 @@ struct ctrd {
     struct stream *st;
     struct ctrd_watch_cbs cbs;
     void *cbs_arg;
-    struct http_call *wcall;
+    struct loop_http_call *wcall;
     long wstatus; /* HTTP status of the open call, 0 before headers */
     struct grpc_reader *wreader;
     struct grpc_reader *feeding; /* the reader on the stack, if any */
@@ -98,7 +98,7 @@ enum req_kind { REQ_GET, REQ_LIST, REQ_TASK_DELETE, REQ_CONTAINER_DELETE };
 struct ctrd_req {
     struct ctrd *c;
     enum req_kind kind;
-    struct http_call *call;
+    struct loop_http_call *call;
     union {
         ctrd_task_cb task;
         ctrd_list_cb list;
@@ -172,7 +172,7 @@ budget_init(struct budget *b, ProtobufCAllocator *a, size_t input_len)
 /* ---- decoding ---------------------------------------------------------- */
 
 static bool
-valid_id(const uint8_t *s, size_t len, bool may_be_empty)
+ctrd_id_ok(const uint8_t *s, size_t len, bool may_be_empty)
 {
     size_t i;
 
@@ -189,7 +189,7 @@ valid_id(const uint8_t *s, size_t len, bool may_be_empty)
 static bool
 valid_cstr_id(const char *s)
 {
-    return s != NULL && valid_id((const uint8_t *)s, strlen(s), false);
+    return s != NULL && ctrd_id_ok((const uint8_t *)s, strlen(s), false);
 }
 
 static struct ctrd_decoded *
@@ -227,7 +227,7 @@ take_id(struct ctrd_decoded *d, const ProtobufCBinaryData *b,
 {
     char *s;
 
-    if (!valid_id(b->data, b->len, may_be_empty) ||
+    if (!ctrd_id_ok(b->data, b->len, may_be_empty) ||
         b->len + 1 > d->cap - d->used)
         return NULL;
     s = d->arena + d->used;
@@ -541,15 +541,15 @@ resolve_socket(struct ctrd *c)
  * (Connection reuse is loop.c's business: it avoids it where libcurl's
  * HTTP/2 reuse is broken.)
  */
-static struct http_call *
+static struct loop_http_call *
 start_call(struct ctrd *c, const char *method, const uint8_t *body,
            size_t body_len, size_t max_msg, long timeout_ms,
-           http_headers_cb on_headers, http_data_cb on_data,
-           http_done_cb on_done, void *arg)
+           loop_http_headers_cb on_headers, loop_http_data_cb on_data,
+           loop_http_done_cb on_done, void *arg)
 {
     const char *headers[3];
-    struct http_request hr;
-    struct http_call *call = NULL;
+    struct loop_http_req hr;
+    struct loop_http_call *call = NULL;
     const char *sock;
     uint8_t *frame = NULL;
     size_t frame_len = 0;
@@ -590,8 +590,9 @@ out:
  * message in `*msg` (borrowed from `res`), or an error and why in `why`.
  */
 static enum ctrd_status
-unary_result(const struct http_response *res, const char *what, size_t max_msg,
-             const uint8_t **msg, size_t *msg_len, char *why, size_t whylen)
+unary_result(const struct loop_http_resp *res, const char *what,
+             size_t max_msg, const uint8_t **msg, size_t *msg_len, char *why,
+             size_t whylen)
 {
     char gmsg[256];
     int code;
@@ -612,9 +613,9 @@ unary_result(const struct http_response *res, const char *what, size_t max_msg,
     }
     /* Trailers normally; headers for a trailers-only answer (errors):
      * loop.c keeps both in header_lines. */
-    code = grpc_status(http_response_header(res, "grpc-status"),
-                       http_response_header(res, "grpc-message"), gmsg,
-                       sizeof(gmsg));
+    code =
+        grpc_status(loop_http_header(res, "grpc-status"),
+                    loop_http_header(res, "grpc-message"), gmsg, sizeof(gmsg));
     if (code < 0) {
         snprintf(why, whylen, "%s: no grpc-status (call cut short)", what);
         return CTRD_FAILED;
@@ -633,7 +634,7 @@ unary_result(const struct http_response *res, const char *what, size_t max_msg,
 }
 
 static void
-req_unlink(struct ctrd_req *r)
+ctrd_req_unlink(struct ctrd_req *r)
 {
     if (r->prev != NULL)
         r->prev->next = r->next;
@@ -651,7 +652,7 @@ static const char *const req_names[] = {
 };
 
 static void
-on_req_done(const struct http_response *res, void *arg)
+ctrd_req_done(const struct loop_http_resp *res, void *arg)
 {
     struct ctrd_req *r = arg;
     const char *what = req_names[r->kind];
@@ -664,7 +665,7 @@ on_req_done(const struct http_response *res, void *arg)
     char why[384];
 
     r->call = NULL;
-    req_unlink(r);
+    ctrd_req_unlink(r);
     st = unary_result(res, what,
                       r->kind == REQ_LIST ? LIST_MAX_MSG : UNARY_MAX_MSG, &msg,
                       &msg_len, why, sizeof(why));
@@ -715,8 +716,8 @@ pack(const ProtobufCMessage *m, size_t *len)
 }
 
 static struct ctrd_req *
-start_req(struct ctrd *c, enum req_kind kind, const char *method,
-          const ProtobufCMessage *m, void *cb, void *arg)
+ctrd_start_req(struct ctrd *c, enum req_kind kind, const char *method,
+               const ProtobufCMessage *m, void *cb, void *arg)
 {
     struct ctrd_req *r = NULL, *result = NULL;
     uint8_t *body = NULL;
@@ -748,7 +749,7 @@ start_req(struct ctrd *c, enum req_kind kind, const char *method,
     /* A task delete waits on the runtime; see containerd.h. */
     timeout = kind == REQ_TASK_DELETE ? 0 : c->timeout_ms;
     r->call = start_call(c, method, body, body_len, max_msg, timeout, NULL,
-                         NULL, on_req_done, r);
+                         NULL, ctrd_req_done, r);
     if (r->call == NULL)
         goto out;
     r->next = c->reqs;
@@ -773,7 +774,8 @@ ctrd_task_get(struct ctrd *c, const char *container_id, ctrd_task_cb cb,
         return NULL;
     /* exec_id stays "": the init process, i.e. the container's task. */
     m.container_id = (char *)container_id;
-    return start_req(c, REQ_GET, SVC_TASKS "Get", &m.base, (void *)cb, arg);
+    return ctrd_start_req(c, REQ_GET, SVC_TASKS "Get", &m.base, (void *)cb,
+                          arg);
 }
 
 struct ctrd_req *
@@ -781,7 +783,8 @@ ctrd_task_list(struct ctrd *c, ctrd_list_cb cb, void *arg)
 {
     Reapd__Ctrd__ListTasksRequest m = REAPD__CTRD__LIST_TASKS_REQUEST__INIT;
 
-    return start_req(c, REQ_LIST, SVC_TASKS "List", &m.base, (void *)cb, arg);
+    return ctrd_start_req(c, REQ_LIST, SVC_TASKS "List", &m.base, (void *)cb,
+                          arg);
 }
 
 struct ctrd_req *
@@ -793,8 +796,8 @@ ctrd_task_delete(struct ctrd *c, const char *container_id, ctrd_delete_cb cb,
     if (!valid_cstr_id(container_id))
         return NULL;
     m.container_id = (char *)container_id;
-    return start_req(c, REQ_TASK_DELETE, SVC_TASKS "Delete", &m.base,
-                     (void *)cb, arg);
+    return ctrd_start_req(c, REQ_TASK_DELETE, SVC_TASKS "Delete", &m.base,
+                          (void *)cb, arg);
 }
 
 struct ctrd_req *
@@ -807,8 +810,8 @@ ctrd_container_delete(struct ctrd *c, const char *id, ctrd_done_cb cb,
     if (!valid_cstr_id(id))
         return NULL;
     m.id = (char *)id;
-    return start_req(c, REQ_CONTAINER_DELETE, SVC_CONTAINERS "Delete", &m.base,
-                     (void *)cb, arg);
+    return ctrd_start_req(c, REQ_CONTAINER_DELETE, SVC_CONTAINERS "Delete",
+                          &m.base, (void *)cb, arg);
 }
 
 void
@@ -817,7 +820,7 @@ ctrd_cancel(struct ctrd_req *r)
     if (r == NULL)
         return;
     loop_http_cancel(r->call);
-    req_unlink(r);
+    ctrd_req_unlink(r);
     free(r);
 }
 
@@ -837,7 +840,7 @@ drop_reader(struct ctrd *c)
 }
 
 static void
-watch_retry(struct ctrd *c, const char *why)
+ctrd_watch_retry(struct ctrd *c, const char *why)
 {
     drop_reader(c);
     evtimer_del(c->settle);
@@ -847,7 +850,7 @@ watch_retry(struct ctrd *c, const char *why)
 }
 
 static void
-on_stream_lost(const char *why, uint64_t retry_ms, void *arg)
+ctrd_on_stream_lost(const char *why, uint64_t retry_ms, void *arg)
 {
     struct ctrd *c = arg;
 
@@ -934,15 +937,15 @@ on_sub_data(const char *buf, size_t len, void *arg)
 }
 
 static void
-on_sub_done(const struct http_response *res, void *arg)
+on_sub_done(const struct loop_http_resp *res, void *arg)
 {
     struct ctrd *c = arg;
-    const char *gs = http_response_header(res, "grpc-status");
+    const char *gs = loop_http_header(res, "grpc-status");
     char why[384], gmsg[200];
     int code;
 
     c->wcall = NULL;
-    code = grpc_status(gs, http_response_header(res, "grpc-message"), gmsg,
+    code = grpc_status(gs, loop_http_header(res, "grpc-message"), gmsg,
                        sizeof(gmsg));
     if (res->error == HTTPC_ERR_ABORTED && c->werr[0] != '\0')
         snprintf(why, sizeof(why), "containerd events: %s", c->werr);
@@ -966,7 +969,7 @@ on_sub_done(const struct http_response *res, void *arg)
     else
         snprintf(why, sizeof(why),
                  "containerd events: stream closed by containerd");
-    watch_retry(c, why);
+    ctrd_watch_retry(c, why);
 }
 
 /* The SubscribeRequest: one filter per topic, each AND-ed with our
@@ -992,7 +995,7 @@ subscribe_body(const struct ctrd *c, size_t *len)
 }
 
 static void
-watch_connect(void *arg)
+ctrd_watch_connect(void *arg)
 {
     struct ctrd *c = arg;
     uint8_t *body = NULL;
@@ -1023,7 +1026,7 @@ watch_connect(void *arg)
 out:
     free(body);
     if (why != NULL)
-        watch_retry(c, why);
+        ctrd_watch_retry(c, why);
 }
 
 int
@@ -1087,8 +1090,8 @@ ctrd_new(struct loop *l, const char *socket, const char *namespace_,
          long request_timeout_ms, long reconnect_max_ms, bool *off)
 {
     static const struct stream_cbs scbs = {
-        .connect = watch_connect,
-        .lost = on_stream_lost,
+        .connect = ctrd_watch_connect,
+        .lost = ctrd_on_stream_lost,
     };
     struct ctrd *c = NULL, *result = NULL;
     size_t hl;

@@ -191,11 +191,11 @@ rec_set_str(char **dst, const char *src)
 
 int
 rec_set_meta(struct rec *c, const char *name, const char *image,
-             const struct label *labels, size_t n, bool labels_cut,
+             const struct policy_label *labels, size_t n, bool labels_cut,
              bool meta_cut)
 {
-    size_t i, size = n * sizeof(struct label);
-    struct label *copy;
+    size_t i, size = n * sizeof(struct policy_label);
+    struct policy_label *copy;
     char *blob, *p;
 
     size += name != NULL ? strlen(name) + 1 : 0;
@@ -205,8 +205,8 @@ rec_set_meta(struct rec *c, const char *name, const char *image,
     blob = malloc(size > 0 ? size : 1);
     if (blob == NULL)
         return -1;
-    copy = (struct label *)(void *)blob;
-    p = blob + n * sizeof(struct label);
+    copy = (struct policy_label *)(void *)blob;
+    p = blob + n * sizeof(struct policy_label);
     for (i = 0; i < n; i++) {
         copy[i].key = put_str(&p, labels[i].key);
         copy[i].value = put_str(&p, labels[i].value);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 
 struct rec;
-struct label;
+struct policy_label;
 
 struct ctable {
     struct rec **buckets;
@@ -56,7 +56,7 @@ struct rec **ctable_collect(const struct ctable *t, ctable_pick_fn pick,
  * engine holds. Returns 0 or -1 (out of memory; the old values and flags
  * stay). */
 int rec_set_meta(struct rec *c, const char *name, const char *image,
-                 const struct label *labels, size_t n, bool labels_cut,
+                 const struct policy_label *labels, size_t n, bool labels_cut,
                  bool meta_cut);
 /* Frees c's block; name, image and labels become NULL. */
 void rec_free_meta(struct rec *c);

@@ -44,7 +44,7 @@ struct docker {
     struct stream *st;
     struct docker_watch_cbs cbs;
     void *cbs_arg;
-    struct http_call *wcall;
+    struct loop_http_call *wcall;
     struct events_parser *parser;
     int64_t checkpoint;
     uint64_t nevents;
@@ -66,7 +66,7 @@ enum req_kind { REQ_INSPECT, REQ_LIST, REQ_DELETE };
 struct docker_req {
     struct docker *d;
     enum req_kind kind;
-    struct http_call *call;
+    struct loop_http_call *call;
     /* Inspect and list answers are parsed as they arrive; an error
      * answer's first ERR_MAX_BODY bytes are kept for its message. */
     struct docker_doc *doc;
@@ -135,11 +135,11 @@ struct docker_parsed {
     struct json_node *root;
     struct docker_container *items;
     size_t n;
-    struct label *labels;
+    struct policy_label *labels;
 };
 
 static int
-key_is(const char *key, size_t len, const char *want)
+docker_key_is(const char *key, size_t len, const char *want)
 {
     return strlen(want) == len && memcmp(key, want, len) == 0;
 }
@@ -172,27 +172,29 @@ doc_filter(int tag, const char *key, size_t len, int cut, size_t index,
     case T_TOP:
         if (doc->kind == DOC_LIST)
             return JSON_SKIP;
-        if (key_is(key, len, "Id") || key_is(key, len, "Name"))
+        if (docker_key_is(key, len, "Id") || docker_key_is(key, len, "Name"))
             return T_LEAF;
-        if (key_is(key, len, "State"))
+        if (docker_key_is(key, len, "State"))
             return T_STATE;
-        return key_is(key, len, "Config") ? T_CONFIG : JSON_SKIP;
+        return docker_key_is(key, len, "Config") ? T_CONFIG : JSON_SKIP;
     case T_ITEM:
-        if (key_is(key, len, "Id") || key_is(key, len, "State") ||
-            key_is(key, len, "Image"))
+        if (docker_key_is(key, len, "Id") ||
+            docker_key_is(key, len, "State") ||
+            docker_key_is(key, len, "Image"))
             return T_LEAF;
-        if (key_is(key, len, "Names"))
+        if (docker_key_is(key, len, "Names"))
             return T_NAMES;
         break;
     case T_STATE:
-        return key_is(key, len, "Status") || key_is(key, len, "ExitCode") ||
-                       key_is(key, len, "OOMKilled") ||
-                       key_is(key, len, "StartedAt") ||
-                       key_is(key, len, "FinishedAt")
+        return docker_key_is(key, len, "Status") ||
+                       docker_key_is(key, len, "ExitCode") ||
+                       docker_key_is(key, len, "OOMKilled") ||
+                       docker_key_is(key, len, "StartedAt") ||
+                       docker_key_is(key, len, "FinishedAt")
                    ? T_LEAF
                    : JSON_SKIP;
     case T_CONFIG:
-        if (key_is(key, len, "Image"))
+        if (docker_key_is(key, len, "Image"))
             return T_LEAF;
         break;
     case T_LABELS:
@@ -200,7 +202,7 @@ doc_filter(int tag, const char *key, size_t len, int cut, size_t index,
     default:
         return JSON_SKIP;
     }
-    if (!key_is(key, len, "Labels"))
+    if (!docker_key_is(key, len, "Labels"))
         return JSON_SKIP;
     doc->others = 0;
     doc->named = 0;
@@ -394,7 +396,7 @@ out:
  * are all kept; the others share LIMIT_LABEL_BYTES.
  */
 static size_t
-take_labels(const struct json_node *obj, struct label *labels,
+take_labels(const struct json_node *obj, struct policy_label *labels,
             struct docker_container *c, const struct docker_doc *doc)
 {
     size_t i, n = 0, bytes = 0, size;
@@ -660,7 +662,7 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
 /* ---- requests --------------------------------------------------------- */
 
 static void
-req_unlink(struct docker_req *r)
+docker_req_unlink(struct docker_req *r)
 {
     if (r->prev != NULL)
         r->prev->next = r->next;
@@ -680,7 +682,7 @@ req_free(struct docker_req *r)
 
 /* The engine's {"message": "..."} of an error answer, or a default. */
 static void
-error_message(const struct http_response *res, const char *body,
+error_message(const struct loop_http_resp *res, const char *body,
               size_t body_len, const char *what, char *buf, size_t len)
 {
     struct json_limits lim = {.max_bytes = ERR_MAX_BODY, .max_depth = 4};
@@ -700,7 +702,7 @@ error_message(const struct http_response *res, const char *body,
 }
 
 static enum docker_status
-status_of(const struct http_response *res)
+status_of(const struct loop_http_resp *res)
 {
     if (res->error != HTTPC_OK)
         return DOCKER_FAILED;
@@ -760,7 +762,7 @@ req_what(const struct docker_req *r)
 }
 
 static void
-on_req_done(const struct http_response *res, void *arg)
+docker_req_done(const struct loop_http_resp *res, void *arg)
 {
     struct docker_req *r = arg;
     enum docker_status st = status_of(res);
@@ -771,7 +773,7 @@ on_req_done(const struct http_response *res, void *arg)
     char msg[512] = "";
 
     r->call = NULL;
-    req_unlink(r);
+    docker_req_unlink(r);
     if (r->parse_err[0] != '\0') {
         st = DOCKER_FAILED;
         snprintf(msg, sizeof(msg), "%s: %s", req_what(r), r->parse_err);
@@ -806,10 +808,10 @@ on_req_done(const struct http_response *res, void *arg)
 }
 
 static struct docker_req *
-start_req(struct docker *d, enum req_kind kind, const char *method,
-          const char *path, size_t max_body, void *cb, void *arg)
+docker_start_req(struct docker *d, enum req_kind kind, const char *method,
+                 const char *path, size_t max_body, void *cb, void *arg)
 {
-    struct http_request hr;
+    struct loop_http_req hr;
     struct docker_req *r;
     char url[512];
 
@@ -842,8 +844,9 @@ start_req(struct docker *d, enum req_kind kind, const char *method,
     hr.unix_socket = d->socket;
     hr.timeout_ms = d->timeout_ms;
     hr.max_body = max_body;
-    r->call = loop_http(d->l, &hr, r->doc != NULL ? on_req_headers : NULL,
-                        r->doc != NULL ? on_req_data : NULL, on_req_done, r);
+    r->call =
+        loop_http(d->l, &hr, r->doc != NULL ? on_req_headers : NULL,
+                  r->doc != NULL ? on_req_data : NULL, docker_req_done, r);
     if (r->call == NULL) {
         req_free(r);
         return NULL;
@@ -864,8 +867,8 @@ docker_inspect(struct docker *d, const char *id, docker_inspect_cb cb,
     if (!docker_valid_id(id))
         return NULL;
     snprintf(path, sizeof(path), "/containers/%s/json", id);
-    return start_req(d, REQ_INSPECT, "GET", path, ERR_MAX_BODY, (void *)cb,
-                     arg);
+    return docker_start_req(d, REQ_INSPECT, "GET", path, ERR_MAX_BODY,
+                            (void *)cb, arg);
 }
 
 struct docker_req *
@@ -883,7 +886,8 @@ docker_list(struct docker *d, const char *id, docker_list_cb cb, void *arg)
                  id);
     else
         snprintf(path, sizeof(path), "/containers/json?all=1");
-    return start_req(d, REQ_LIST, "GET", path, ERR_MAX_BODY, (void *)cb, arg);
+    return docker_start_req(d, REQ_LIST, "GET", path, ERR_MAX_BODY, (void *)cb,
+                            arg);
 }
 
 struct docker_req *
@@ -896,8 +900,8 @@ docker_delete(struct docker *d, const char *id, bool force, bool volumes,
         return NULL;
     snprintf(path, sizeof(path), "/containers/%s?force=%d&v=%d", id,
              force ? 1 : 0, volumes ? 1 : 0);
-    return start_req(d, REQ_DELETE, "DELETE", path, ERR_MAX_BODY, (void *)cb,
-                     arg);
+    return docker_start_req(d, REQ_DELETE, "DELETE", path, ERR_MAX_BODY,
+                            (void *)cb, arg);
 }
 
 void
@@ -906,14 +910,14 @@ docker_cancel(struct docker_req *r)
     if (r == NULL)
         return;
     loop_http_cancel(r->call);
-    req_unlink(r);
+    docker_req_unlink(r);
     req_free(r);
 }
 
 /* ---- the events subscription ----------------------------------------- */
 
 static void
-watch_retry(struct docker *d, const char *why)
+docker_watch_retry(struct docker *d, const char *why)
 {
     if (d->parser != NULL) {
         events_parser_free(d->parser);
@@ -924,7 +928,7 @@ watch_retry(struct docker *d, const char *why)
 }
 
 static void
-on_stream_lost(const char *why, uint64_t retry_ms, void *arg)
+docker_on_stream_lost(const char *why, uint64_t retry_ms, void *arg)
 {
     struct docker *d = arg;
 
@@ -1020,7 +1024,7 @@ on_events_data(const char *buf, size_t len, void *arg)
 }
 
 static void
-on_events_done(const struct http_response *res, void *arg)
+on_events_done(const struct loop_http_resp *res, void *arg)
 {
     struct docker *d = arg;
     char why[300];
@@ -1041,19 +1045,19 @@ on_events_done(const struct http_response *res, void *arg)
         snprintf(why, sizeof(why), "events: HTTP %ld", res->status);
     else
         snprintf(why, sizeof(why), "events: stream closed by the engine");
-    watch_retry(d, why);
+    docker_watch_retry(d, why);
 }
 
 static void
 open_events(struct docker *d)
 {
-    struct http_request hr;
+    struct loop_http_req hr;
     char url[512];
     int n;
 
     d->parser = events_parser_new(NULL, on_watch_event, d);
     if (d->parser == NULL) {
-        watch_retry(d, "events: out of memory");
+        docker_watch_retry(d, "events: out of memory");
         return;
     }
     events_parser_set_labels(d->parser, d->wanted, d->wanted_arg);
@@ -1083,11 +1087,11 @@ open_events(struct docker *d)
     d->wcall = loop_http(d->l, &hr, on_events_headers, on_events_data,
                          on_events_done, d);
     if (d->wcall == NULL)
-        watch_retry(d, "events: could not start the request");
+        docker_watch_retry(d, "events: could not start the request");
 }
 
 static void
-on_version_done(const struct http_response *res, void *arg)
+on_version_done(const struct loop_http_resp *res, void *arg)
 {
     struct docker *d = arg;
     char err[256] = "";
@@ -1118,14 +1122,14 @@ on_version_done(const struct http_response *res, void *arg)
         open_events(d);
         return;
     }
-    watch_retry(d, err);
+    docker_watch_retry(d, err);
 }
 
 static void
-watch_connect(void *arg)
+docker_watch_connect(void *arg)
 {
     struct docker *d = arg;
-    struct http_request hr;
+    struct loop_http_req hr;
 
     memset(&hr, 0, sizeof(hr));
     hr.url = "http://docker/version";
@@ -1135,7 +1139,7 @@ watch_connect(void *arg)
     stream_connecting(d->st);
     d->wcall = loop_http(d->l, &hr, NULL, NULL, on_version_done, d);
     if (d->wcall == NULL)
-        watch_retry(d, "version: could not start the request");
+        docker_watch_retry(d, "version: could not start the request");
 }
 
 int
@@ -1239,8 +1243,8 @@ docker_new(struct loop *l, const char *socket, long request_timeout_ms,
            long reconnect_max_ms)
 {
     static const struct stream_cbs scbs = {
-        .connect = watch_connect,
-        .lost = on_stream_lost,
+        .connect = docker_watch_connect,
+        .lost = docker_on_stream_lost,
     };
     struct docker *d = calloc(1, sizeof(*d));
 

@@ -47,7 +47,7 @@ struct docker_container {
     char id[65];
     const char *name;  /* without the leading "/"; may be NULL */
     const char *image; /* Config.Image (inspect) or Image (list) */
-    const struct label *labels;
+    const struct policy_label *labels;
     size_t nlabels;
     /* Over the limits of bounds.h: a label was dropped or a value cut;
      * the name or image is a prefix (a policy glob must not match it). */

@@ -66,10 +66,12 @@ static const struct {
     const char *name;
     enum event_action action;
 } actions[] = {
-    {"create", EV_CREATE}, {"start", EV_START},   {"restart", EV_RESTART},
-    {"die", EV_DIE},       {"oom", EV_OOM},       {"kill", EV_KILL},
-    {"stop", EV_STOP},     {"pause", EV_PAUSE},   {"unpause", EV_UNPAUSE},
-    {"rename", EV_RENAME}, {"update", EV_UPDATE}, {"destroy", EV_DESTROY},
+    {"create", DOCKER_EV_CREATE},   {"start", DOCKER_EV_START},
+    {"restart", DOCKER_EV_RESTART}, {"die", DOCKER_EV_DIE},
+    {"oom", DOCKER_EV_OOM},         {"kill", DOCKER_EV_KILL},
+    {"stop", DOCKER_EV_STOP},       {"pause", DOCKER_EV_PAUSE},
+    {"unpause", DOCKER_EV_UNPAUSE}, {"rename", DOCKER_EV_RENAME},
+    {"update", DOCKER_EV_UPDATE},   {"destroy", DOCKER_EV_DESTROY},
 };
 
 enum event_action
@@ -78,11 +80,11 @@ events_action_from_string(const char *s)
     size_t i;
 
     if (s == NULL)
-        return EV_OTHER;
+        return DOCKER_EV_OTHER;
     for (i = 0; i < sizeof actions / sizeof actions[0]; i++)
         if (strcmp(s, actions[i].name) == 0)
             return actions[i].action;
-    return EV_OTHER;
+    return DOCKER_EV_OTHER;
 }
 
 /* The string value of `n` if it is a string without NUL bytes: a C string
@@ -102,7 +104,7 @@ plain_key(const struct json_node *n)
 }
 
 static int
-valid_id(const struct json_node *n)
+events_valid_id(const struct json_node *n)
 {
     size_t i;
 
@@ -164,7 +166,7 @@ event_time(const struct json_node *root)
 }
 
 static int
-key_is(const char *key, size_t len, const char *want)
+events_key_is(const char *key, size_t len, const char *want)
 {
     return strlen(want) == len && memcmp(key, want, len) == 0;
 }
@@ -173,8 +175,9 @@ key_is(const char *key, size_t len, const char *want)
 static int
 meta_attr(const char *key, size_t len)
 {
-    return key_is(key, len, "name") || key_is(key, len, "image") ||
-           key_is(key, len, "exitCode");
+    return events_key_is(key, len, "name") ||
+           events_key_is(key, len, "image") ||
+           events_key_is(key, len, "exitCode");
 }
 
 static int
@@ -187,14 +190,16 @@ filter(int tag, const char *key, size_t len, int cut, size_t index, void *arg)
         return JSON_SKIP; /* no array in an event is ours */
     switch (tag) {
     case E_ROOT:
-        if (key_is(key, len, "Type") || key_is(key, len, "Action") ||
-            key_is(key, len, "time") || key_is(key, len, "timeNano"))
+        if (events_key_is(key, len, "Type") ||
+            events_key_is(key, len, "Action") ||
+            events_key_is(key, len, "time") ||
+            events_key_is(key, len, "timeNano"))
             return E_LEAF;
-        return key_is(key, len, "Actor") ? E_ACTOR : JSON_SKIP;
+        return events_key_is(key, len, "Actor") ? E_ACTOR : JSON_SKIP;
     case E_ACTOR:
-        if (key_is(key, len, "ID"))
+        if (events_key_is(key, len, "ID"))
             return E_LEAF;
-        if (!key_is(key, len, "Attributes"))
+        if (!events_key_is(key, len, "Attributes"))
             return JSON_SKIP;
         p->others = 0;
         p->named = 0;
@@ -302,7 +307,8 @@ on_object(struct json_node *root, void *arg)
     actor = json_get(root, "Actor");
     id = json_get(actor, "ID");
     if (type == NULL || strcmp(type, "container") != 0 ||
-        ev.action_text == NULL || ev.action_text[0] == '\0' || !valid_id(id)) {
+        ev.action_text == NULL || ev.action_text[0] == '\0' ||
+        !events_valid_id(id)) {
         p->skipped++;
         goto out;
     }
@@ -321,7 +327,7 @@ on_object(struct json_node *root, void *arg)
             ev.name != NULL && json_get(attrs, "name")->truncated;
         ev.image_truncated =
             ev.image != NULL && json_get(attrs, "image")->truncated;
-        if (ev.action == EV_DIE &&
+        if (ev.action == DOCKER_EV_DIE &&
             parse_int(json_get(attrs, "exitCode"), &ev.exit_code) == 0)
             ev.has_exit_code = 1;
     }

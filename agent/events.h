@@ -25,19 +25,20 @@
 #include <stdint.h>
 
 enum event_action {
-    EV_OTHER = 0, /* anything we do not act on (attach, exec_*, top...) */
-    EV_CREATE,
-    EV_START,
-    EV_RESTART,
-    EV_DIE,
-    EV_OOM,
-    EV_KILL,
-    EV_STOP,
-    EV_PAUSE,
-    EV_UNPAUSE,
-    EV_RENAME,
-    EV_UPDATE,
-    EV_DESTROY,
+    DOCKER_EV_OTHER =
+        0, /* anything we do not act on (attach, exec_*, top...) */
+    DOCKER_EV_CREATE,
+    DOCKER_EV_START,
+    DOCKER_EV_RESTART,
+    DOCKER_EV_DIE,
+    DOCKER_EV_OOM,
+    DOCKER_EV_KILL,
+    DOCKER_EV_STOP,
+    DOCKER_EV_PAUSE,
+    DOCKER_EV_UNPAUSE,
+    DOCKER_EV_RENAME,
+    DOCKER_EV_UPDATE,
+    DOCKER_EV_DESTROY,
 };
 
 struct event_attr {
@@ -114,7 +115,7 @@ int64_t events_parser_last_time(const struct events_parser *p);
  * between objects and after an error. */
 size_t events_parser_pending(const struct events_parser *p);
 
-/* "die" -> EV_DIE, unknown -> EV_OTHER. */
+/* "die" -> DOCKER_EV_DIE, unknown -> DOCKER_EV_OTHER. */
 enum event_action events_action_from_string(const char *s);
 
 #endif

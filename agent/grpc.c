@@ -125,7 +125,7 @@ grpc_reader_free(struct grpc_reader *r)
 }
 
 static int
-fail(struct grpc_reader *r, const char *why)
+grpc_fail(struct grpc_reader *r, const char *why)
 {
     if (!r->failed) {
         r->failed = true;
@@ -145,7 +145,7 @@ deliver(struct grpc_reader *r, const uint8_t *msg, size_t len)
     r->have_msg = 0;
     r->msg_len = 0;
     if (r->cb(len > 0 ? msg : empty, len, r->arg) != 0)
-        return fail(r, "stopped by the message callback");
+        return grpc_fail(r, "stopped by the message callback");
     return 0;
 }
 
@@ -169,7 +169,7 @@ grpc_reader_feed(struct grpc_reader *r, const uint8_t *buf, size_t len)
                 break;
             if (check_prefix(r->prefix, r->max_msg, r->err, sizeof(r->err)) !=
                 NULL)
-                return fail(r, r->err);
+                return grpc_fail(r, r->err);
             r->msg_len = prefix_len(r->prefix);
             r->have_msg = 0;
             continue;
@@ -189,7 +189,7 @@ grpc_reader_feed(struct grpc_reader *r, const uint8_t *buf, size_t len)
             uint8_t *nb = realloc(r->buf, r->msg_len);
 
             if (nb == NULL)
-                return fail(r, "out of memory");
+                return grpc_fail(r, "out of memory");
             r->buf = nb;
             r->cap = r->msg_len;
         }

@@ -32,8 +32,8 @@
 /* Appended to a message that was cut, so a reader knows it was. */
 #define TRUNC_MARK "..."
 
-static enum log_level cur_level = LOG_INFO;
-static enum log_format cur_format = LOG_TEXT;
+static enum log_level cur_level = LOG_LEVEL_INFO;
+static enum log_format cur_format = LOG_FORMAT_TEXT;
 static int out_fd = 2;
 
 static _Thread_local char record[RECORD_MAX];
@@ -83,9 +83,9 @@ log_format_parse(const char *s, enum log_format *out)
     if (!s)
         return -1;
     if (strcmp(s, "text") == 0)
-        *out = LOG_TEXT;
+        *out = LOG_FORMAT_TEXT;
     else if (strcmp(s, "json") == 0)
-        *out = LOG_JSON;
+        *out = LOG_FORMAT_JSON;
     else
         return -1;
     return 0;
@@ -345,14 +345,14 @@ emit(enum log_level level, const char *cid, const char *msg, const char *from,
     char ts[40];
     char cidbuf[CID_MAX + sizeof(TRUNC_MARK)];
 
-    if ((unsigned)level > LOG_ERROR)
-        level = LOG_ERROR;
+    if ((unsigned)level > LOG_LEVEL_ERROR)
+        level = LOG_LEVEL_ERROR;
     timestamp(ts, sizeof(ts));
     if (cid) {
         field_copy(cidbuf, cid, CID_MAX);
         cid = cidbuf;
     }
-    if (cur_format == LOG_JSON &&
+    if (cur_format == LOG_FORMAT_JSON &&
         format_json(&b, ts, level, cid, msg, from, to, reason) == 0)
         goto out;
     b.len = 0;
@@ -391,10 +391,10 @@ log_transition(const char *cid, const char *from, const char *to,
     char t[STATE_MAX + sizeof(TRUNC_MARK)];
     char r[REASON_MAX + sizeof(TRUNC_MARK)];
 
-    if (LOG_INFO < cur_level)
+    if (LOG_LEVEL_INFO < cur_level)
         return;
     field_copy(f, from ? from : "", STATE_MAX);
     field_copy(t, to ? to : "", STATE_MAX);
     field_copy(r, reason ? reason : "", REASON_MAX);
-    emit(LOG_INFO, cid, "transition", f, t, r);
+    emit(LOG_LEVEL_INFO, cid, "transition", f, t, r);
 }

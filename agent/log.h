@@ -9,8 +9,13 @@
 #ifndef REAPD_LOG_H
 #define REAPD_LOG_H
 
-enum log_level { LOG_DEBUG, LOG_INFO, LOG_WARN, LOG_ERROR };
-enum log_format { LOG_TEXT, LOG_JSON };
+enum log_level {
+    LOG_LEVEL_DEBUG,
+    LOG_LEVEL_INFO,
+    LOG_LEVEL_WARN,
+    LOG_LEVEL_ERROR
+};
+enum log_format { LOG_FORMAT_TEXT, LOG_FORMAT_JSON };
 
 void log_setup(enum log_level level, enum log_format format);
 enum log_level log_get_level(void);
@@ -31,9 +36,9 @@ void log_transition(const char *cid, const char *from, const char *to,
 /* Redirects output (tests); fd -1 restores stderr. */
 void log_set_fd(int fd);
 
-#define log_debug(cid, ...) log_msg(LOG_DEBUG, cid, __VA_ARGS__)
-#define log_info(cid, ...)  log_msg(LOG_INFO, cid, __VA_ARGS__)
-#define log_warn(cid, ...)  log_msg(LOG_WARN, cid, __VA_ARGS__)
-#define log_error(cid, ...) log_msg(LOG_ERROR, cid, __VA_ARGS__)
+#define log_debug(cid, ...) log_msg(LOG_LEVEL_DEBUG, cid, __VA_ARGS__)
+#define log_info(cid, ...)  log_msg(LOG_LEVEL_INFO, cid, __VA_ARGS__)
+#define log_warn(cid, ...)  log_msg(LOG_LEVEL_WARN, cid, __VA_ARGS__)
+#define log_error(cid, ...) log_msg(LOG_LEVEL_ERROR, cid, __VA_ARGS__)
 
 #endif

@@ -23,13 +23,13 @@
 #define MAX_HEADER_LINES 64
 #define MAX_HEADER_LINE  8192
 
-struct http_call {
+struct loop_http_call {
     struct loop *l;
     CURL *easy;
     struct curl_slist *hdrs;
-    http_headers_cb on_headers;
-    http_data_cb on_data;
-    http_done_cb on_done;
+    loop_http_headers_cb on_headers;
+    loop_http_data_cb on_data;
+    loop_http_done_cb on_done;
     void *arg;
 
     char *buf; /* buffered body */
@@ -46,13 +46,13 @@ struct http_call {
     bool aborted;
     char errbuf[CURL_ERROR_SIZE];
 
-    struct http_call *prev, *next;   /* all calls of the loop */
-    struct http_call *qprev, *qnext; /* the wait queue or the dead list */
+    struct loop_http_call *prev, *next;   /* all calls of the loop */
+    struct loop_http_call *qprev, *qnext; /* the wait queue or the dead list */
 };
 
 /* A doubly linked list with a tail, for O(1) push and unlink. */
 struct callq {
-    struct http_call *head, *tail;
+    struct loop_http_call *head, *tail;
     size_t n;
 };
 
@@ -66,7 +66,7 @@ struct loop {
     struct event *timer;    /* libcurl's timeout */
     struct event *deferred; /* queued adds and removals */
     int in_curl;            /* libcurl is on the stack */
-    struct http_call *calls;
+    struct loop_http_call *calls;
     size_t ncalls;
     /* Calls not yet handed to libcurl: streams first, then the rest in
      * the order they came. */
@@ -156,7 +156,7 @@ on_socket_event(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-on_timer(evutil_socket_t fd, short what, void *arg)
+loop_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -289,7 +289,7 @@ schedule_deferred(struct loop *l)
 }
 
 static void
-q_push(struct callq *q, struct http_call *c, bool front)
+q_push(struct callq *q, struct loop_http_call *c, bool front)
 {
     c->qprev = c->qnext = NULL;
     if (q->head == NULL) {
@@ -307,7 +307,7 @@ q_push(struct callq *q, struct http_call *c, bool front)
 }
 
 static void
-q_unlink(struct callq *q, struct http_call *c)
+q_unlink(struct callq *q, struct loop_http_call *c)
 {
     if (c->qprev != NULL)
         c->qprev->qnext = c->qnext;
@@ -322,7 +322,7 @@ q_unlink(struct callq *q, struct http_call *c)
 }
 
 static void
-call_free(struct http_call *c)
+call_free(struct loop_http_call *c)
 {
     struct loop *l = c->l;
     size_t i;
@@ -360,14 +360,14 @@ call_free(struct http_call *c)
 /* Runs on the loop with libcurl off the stack: carry out what callbacks
  * asked for while libcurl was busy. */
 static bool
-has_room(const struct loop *l, const struct http_call *c)
+has_room(const struct loop *l, const struct loop_http_call *c)
 {
     return !c->bounded || l->max_calls == 0 || l->nbounded < l->max_calls;
 }
 
 /* Hands `c` to libcurl; -1 (and `c` untouched) if libcurl refuses. */
 static int
-add_to_multi(struct loop *l, struct http_call *c)
+add_to_multi(struct loop *l, struct loop_http_call *c)
 {
     CURLMcode rc = curl_multi_add_handle(l->multi, c->easy);
 
@@ -381,7 +381,7 @@ add_to_multi(struct loop *l, struct http_call *c)
     return 0;
 }
 
-static void finish_call(struct http_call *c, CURLcode rc);
+static void finish_call(struct loop_http_call *c, CURLcode rc);
 
 /* Runs on the loop with libcurl off the stack: frees what was cancelled
  * while libcurl was busy, then starts waiting calls while there is room.
@@ -390,7 +390,7 @@ static void
 on_deferred(evutil_socket_t fd, short what, void *arg)
 {
     struct loop *l = arg;
-    struct http_call *c;
+    struct loop_http_call *c;
 
     (void)fd;
     (void)what;
@@ -419,8 +419,8 @@ on_deferred(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-static enum http_error
-map_error(const struct http_call *c, CURLcode rc)
+static enum loop_http_error
+map_error(const struct loop_http_call *c, CURLcode rc)
 {
     if (c->too_large)
         return HTTPC_ERR_TOO_LARGE;
@@ -441,9 +441,9 @@ map_error(const struct http_call *c, CURLcode rc)
 }
 
 static void
-finish_call(struct http_call *c, CURLcode rc)
+finish_call(struct loop_http_call *c, CURLcode rc)
 {
-    struct http_response res;
+    struct loop_http_resp res;
 
     memset(&res, 0, sizeof(res));
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &res.status);
@@ -467,7 +467,7 @@ check_multi_info(struct loop *l)
 {
     CURLMsg *msg;
     int left;
-    struct http_call *c;
+    struct loop_http_call *c;
 
     while ((msg = curl_multi_info_read(l->multi, &left)) != NULL) {
         if (msg->msg != CURLMSG_DONE)
@@ -484,7 +484,7 @@ check_multi_info(struct loop *l)
 }
 
 static void
-deliver_headers(struct http_call *c)
+deliver_headers(struct loop_http_call *c)
 {
     long status = 0;
 
@@ -501,7 +501,7 @@ deliver_headers(struct http_call *c)
 static size_t
 header_cb(char *buf, size_t size, size_t nitems, void *ud)
 {
-    struct http_call *c = ud;
+    struct loop_http_call *c = ud;
     size_t n = size * nitems, len = n;
 
     if (c->cancelled)
@@ -529,7 +529,7 @@ header_cb(char *buf, size_t size, size_t nitems, void *ud)
 static size_t
 write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 {
-    struct http_call *c = ud;
+    struct loop_http_call *c = ud;
     size_t n = size * nmemb;
 
     if (c->cancelled)
@@ -567,7 +567,7 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 }
 
 static int
-setup_easy(struct http_call *c, const struct http_request *req)
+setup_easy(struct loop_http_call *c, const struct loop_http_req *req)
 {
     CURL *e = c->easy;
     const char *method = req->method ? req->method : "GET";
@@ -630,12 +630,12 @@ setup_easy(struct http_call *c, const struct http_request *req)
     return 0;
 }
 
-struct http_call *
-loop_http(struct loop *l, const struct http_request *req,
-          http_headers_cb on_headers, http_data_cb on_data,
-          http_done_cb on_done, void *arg)
+struct loop_http_call *
+loop_http(struct loop *l, const struct loop_http_req *req,
+          loop_http_headers_cb on_headers, loop_http_data_cb on_data,
+          loop_http_done_cb on_done, void *arg)
 {
-    struct http_call *c = NULL, *result = NULL;
+    struct loop_http_call *c = NULL, *result = NULL;
 
     c = calloc(1, sizeof(*c));
     if (c == NULL)
@@ -682,7 +682,7 @@ out:
 }
 
 void
-loop_http_cancel(struct http_call *c)
+loop_http_cancel(struct loop_http_call *c)
 {
     if (c == NULL || c->cancelled)
         return;
@@ -699,7 +699,7 @@ loop_http_cancel(struct http_call *c)
 }
 
 const char *
-http_response_header(const struct http_response *res, const char *name)
+loop_http_header(const struct loop_http_resp *res, const char *name)
 {
     size_t i, n = strlen(name);
 
@@ -753,9 +753,9 @@ on_libevent_log(int severity, const char *msg)
         return;
     }
     last_ms = now;
-    log_msg(severity >= EVENT_LOG_ERR    ? LOG_ERROR
-            : severity >= EVENT_LOG_WARN ? LOG_WARN
-                                         : LOG_DEBUG,
+    log_msg(severity >= EVENT_LOG_ERR    ? LOG_LEVEL_ERROR
+            : severity >= EVENT_LOG_WARN ? LOG_LEVEL_WARN
+                                         : LOG_LEVEL_DEBUG,
             NULL, "libevent: %s (%llu more left out)", msg,
             (unsigned long long)dropped);
     dropped = 0;
@@ -779,7 +779,7 @@ loop_new(void)
     if (l->base == NULL)
         goto out;
     l->multi = curl_multi_init();
-    l->timer = evtimer_new(l->base, on_timer, l);
+    l->timer = evtimer_new(l->base, loop_on_timer, l);
     l->deferred = event_new(l->base, -1, 0, on_deferred, l);
     l->max_calls = LOOP_MAX_CALLS;
     if (l->multi == NULL || l->timer == NULL || l->deferred == NULL)

@@ -18,7 +18,7 @@
 
 struct event_base;
 struct loop;
-struct http_call;
+struct loop_http_call;
 
 /* NULL on failure (logged). */
 struct loop *loop_new(void);
@@ -35,7 +35,7 @@ uint64_t loop_now_ns(void);
 struct event;
 void loop_timer_ms(struct event *ev, uint64_t ms);
 
-enum http_error {
+enum loop_http_error {
     HTTPC_OK = 0,        /* a response arrived (any status) */
     HTTPC_ERR_CONNECT,   /* could not connect (engine down, no socket) */
     HTTPC_ERR_TIMEOUT,   /* the per-request timeout passed */
@@ -44,7 +44,7 @@ enum http_error {
     HTTPC_ERR_OTHER,     /* anything else libcurl reports */
 };
 
-struct http_request {
+struct loop_http_req {
     const char *method; /* "GET" (default), "POST", "DELETE" */
     /* Over a unix socket, give each socket its own host name in the URL
      * ("http://docker/...", "http://containerd/..."): libcurl 7.88 may
@@ -69,8 +69,8 @@ struct http_request {
     const char *client_key;
 };
 
-struct http_response {
-    enum http_error error;
+struct loop_http_resp {
+    enum loop_http_error error;
     const char *errmsg; /* libcurl's words when error != HTTPC_OK */
     long status;        /* HTTP status, 0 if none */
     const char *body;   /* buffered body (NUL-terminated); NULL when
@@ -82,12 +82,12 @@ struct http_response {
 };
 
 /* Status line and headers are in: `status` is known. */
-typedef void (*http_headers_cb)(long status, void *arg);
+typedef void (*loop_http_headers_cb)(long status, void *arg);
 /* Streaming body data; return 0 to go on, -1 to abort the transfer. */
-typedef int (*http_data_cb)(const char *buf, size_t len, void *arg);
+typedef int (*loop_http_data_cb)(const char *buf, size_t len, void *arg);
 /* The call is over. `res` and everything in it is valid only during the
  * callback; the call is freed right after, so drop your handle here. */
-typedef void (*http_done_cb)(const struct http_response *res, void *arg);
+typedef void (*loop_http_done_cb)(const struct loop_http_resp *res, void *arg);
 
 /*
  * Starts a request. `on_headers` and `on_data` may be NULL; without
@@ -96,17 +96,19 @@ typedef void (*http_done_cb)(const struct http_response *res, void *arg);
  * is called, or NULL when the request could not be started (then no
  * callback runs). Never blocks.
  */
-struct http_call *loop_http(struct loop *l, const struct http_request *req,
-                            http_headers_cb on_headers, http_data_cb on_data,
-                            http_done_cb on_done, void *arg);
+struct loop_http_call *loop_http(struct loop *l,
+                                 const struct loop_http_req *req,
+                                 loop_http_headers_cb on_headers,
+                                 loop_http_data_cb on_data,
+                                 loop_http_done_cb on_done, void *arg);
 
 /* Stops a call: none of its callbacks runs after this returns. Safe from
  * any callback, including the call's own on_headers/on_data. */
-void loop_http_cancel(struct http_call *c);
+void loop_http_cancel(struct loop_http_call *c);
 
 /* Value of header `name` (case-insensitive) in a response, or NULL. */
-const char *http_response_header(const struct http_response *res,
-                                 const char *name);
+const char *loop_http_header(const struct loop_http_resp *res,
+                             const char *name);
 
 /* Calls in flight, started or waiting (for metrics and tests). */
 size_t loop_http_active(const struct loop *l);

@@ -73,8 +73,8 @@ is_unrecorded(const struct outbox *ob, const char *report_id)
 /* Holds an outcome the store refused. False when it cannot be held (out
  * of memory, or too many): the report will then be sent again. */
 static bool
-hold(struct outbox *ob, const char *report_id, bool dead,
-     enum store_dead_reason why, const char *error)
+outbox_hold(struct outbox *ob, const char *report_id, bool dead,
+            enum store_dead_reason why, const char *error)
 {
     struct unrecorded *u;
 
@@ -210,7 +210,7 @@ pump(struct outbox *ob)
 }
 
 static void
-on_pump(evutil_socket_t fd, short what, void *arg)
+outbox_on_pump(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -218,7 +218,7 @@ on_pump(evutil_socket_t fd, short what, void *arg)
 }
 
 static void
-on_timer(evutil_socket_t fd, short what, void *arg)
+outbox_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct outbox *ob = arg;
     struct timeval tv = {SAFETY_NET_MS / 1000, 0};
@@ -249,7 +249,7 @@ marked(struct outbox *ob, int rc, const struct upstream_outcome *o, bool final,
         if (!final) {
             /* upstream still holds it and retries: nothing is sent twice;
              * after a restart it is due as the store last said. */
-        } else if (hold(ob, o->report_id, dead, why, o->error)) {
+        } else if (outbox_hold(ob, o->report_id, dead, why, o->error)) {
             log_error(o->container_id,
                       "outbox: cannot record the outcome of report %s: %s; "
                       "held in memory, written when the state can be "
@@ -331,8 +331,8 @@ outbox_new(struct loop *l, struct store *st, struct upstream *u)
         return NULL;
     ob->st = st;
     ob->up = u;
-    ob->pump_ev = event_new(loop_base(l), -1, 0, on_pump, ob);
-    ob->timer_ev = evtimer_new(loop_base(l), on_timer, ob);
+    ob->pump_ev = event_new(loop_base(l), -1, 0, outbox_on_pump, ob);
+    ob->timer_ev = evtimer_new(loop_base(l), outbox_on_timer, ob);
     if (ob->pump_ev == NULL || ob->timer_ev == NULL) {
         outbox_free(ob);
         return NULL;

@@ -15,12 +15,13 @@ static const char *const action_names[] = {
 };
 
 static bool
-labels_hold(const struct policy *p, const struct label *labels, size_t nlabels)
+labels_hold(const struct policy *p, const struct policy_label *labels,
+            size_t nlabels)
 {
     size_t i, j;
 
     for (i = 0; i < p->nmatch_labels; i++) {
-        const struct label *want = &p->match_labels[i];
+        const struct policy_label *want = &p->match_labels[i];
         bool found = false;
 
         for (j = 0; j < nlabels && !found; j++) {
@@ -51,7 +52,7 @@ glob_holds(const char *glob, const char *s, bool strip_slash)
 
 const struct policy *
 policy_match(const struct policy_set *set, const char *name, const char *image,
-             const struct label *labels, size_t nlabels)
+             const struct policy_label *labels, size_t nlabels)
 {
     size_t i;
 
@@ -89,8 +90,8 @@ policy_set_names_label(const struct policy_set *set, const char *key,
 
 enum policy_action
 policy_decide(const struct policy_set *set, const char *name,
-              const char *image, const struct label *labels, size_t nlabels,
-              const struct policy **matched)
+              const char *image, const struct policy_label *labels,
+              size_t nlabels, const struct policy **matched)
 {
     const struct policy *p = policy_match(set, name, image, labels, nlabels);
 

@@ -16,14 +16,14 @@
 
 enum policy_action { POLICY_IGNORE = 0, POLICY_KEEP, POLICY_REMOVE };
 
-struct label {
+struct policy_label {
     char *key;
     char *value;
 };
 
 struct policy {
     char *name;
-    struct label *match_labels; /* value "*" = any value */
+    struct policy_label *match_labels; /* value "*" = any value */
     size_t nmatch_labels;
     char *match_name;  /* glob or NULL */
     char *match_image; /* glob or NULL */
@@ -48,12 +48,14 @@ struct policy_set {
  */
 const struct policy *policy_match(const struct policy_set *set,
                                   const char *name, const char *image,
-                                  const struct label *labels, size_t nlabels);
+                                  const struct policy_label *labels,
+                                  size_t nlabels);
 
 /* The action for a container: the match's, else the default. */
 enum policy_action policy_decide(const struct policy_set *set,
                                  const char *name, const char *image,
-                                 const struct label *labels, size_t nlabels,
+                                 const struct policy_label *labels,
+                                 size_t nlabels,
                                  const struct policy **matched);
 
 /* Does some policy of `set` match on label `key` (`len` bytes, not

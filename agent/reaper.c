@@ -148,7 +148,7 @@ meta_from_list(struct rec *c, const struct docker_container *dc)
                         dc->name_truncated || dc->image_truncated);
 }
 
-static void unhold(struct rec *c);
+static void checkpoint_unhold(struct rec *c);
 
 /* ---- slots ------------------------------------------------------------ */
 
@@ -580,7 +580,7 @@ void
 reaper_forget(struct rec *c)
 {
     persist_forget(c);
-    unhold(c);
+    checkpoint_unhold(c);
     docker_cancel(c->meta_req);
     docker_cancel(c->inspect_req);
     docker_cancel(c->delete_req);
@@ -634,7 +634,7 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
     }
     c->pend = NULL;
     c->npend = 0;
-    unhold(c);
+    checkpoint_unhold(c);
     if (a == POLICY_IGNORE) {
         c->kind = R_IGNORED;
         free(pend);
@@ -781,7 +781,7 @@ is_meta_attr(const char *k)
 static void
 meta_from_event(struct rec *c, const struct docker_event *ev)
 {
-    struct label *labels;
+    struct policy_label *labels;
     size_t i, n = 0;
     bool cut = ev->attrs_dropped > 0;
 
@@ -853,7 +853,7 @@ save_checkpoint(struct reaper *r)
 
 /* c, discovering, holds an event of time `nano` in memory. */
 static void
-hold(struct rec *c, int64_t nano)
+checkpoint_hold(struct rec *c, int64_t nano)
 {
     struct reaper *r = c->r;
 
@@ -872,7 +872,7 @@ hold(struct rec *c, int64_t nano)
 
 /* c's events are in its lifecycle now (or c is forgotten). */
 static void
-unhold(struct rec *c)
+checkpoint_unhold(struct rec *c)
 {
     struct reaper *r = c->r;
 
@@ -899,23 +899,23 @@ take_event(struct reaper *r, const struct docker_event *ev)
 
     memset(&o, 0, sizeof(o));
     switch (ev->action) {
-    case EV_START:
-    case EV_RESTART:
+    case DOCKER_EV_START:
+    case DOCKER_EV_RESTART:
         o.kind = OBS_EVENT_START;
         break;
-    case EV_DIE:
+    case DOCKER_EV_DIE:
         audit_activity(r);
         o.kind = OBS_EVENT_DIE;
         o.has_exit_code = ev->has_exit_code;
         o.exit_code = ev->exit_code;
         break;
-    case EV_DESTROY:
+    case DOCKER_EV_DESTROY:
         audit_activity(r);
         o.kind = OBS_EVENT_DESTROY;
         tombstone(r, ev->id);
         break;
-    case EV_CREATE:
-    case EV_RENAME:
+    case DOCKER_EV_CREATE:
+    case DOCKER_EV_RENAME:
         o.kind = OBS_NKINDS; /* metadata only */
         break;
     default:
@@ -923,7 +923,7 @@ take_event(struct reaper *r, const struct docker_event *ev)
     }
     c = ctable_find(&r->tab, ev->id);
     if (c == NULL) {
-        if (ev->action == EV_DESTROY)
+        if (ev->action == DOCKER_EV_DESTROY)
             return;
         c = reaper_rec_new(r, ev->id);
         if (c == NULL)
@@ -931,23 +931,23 @@ take_event(struct reaper *r, const struct docker_event *ev)
         meta_from_event(c, ev);
         meta_fetch(c);
     } else if (c->kind == R_IGNORED) {
-        if (ev->action == EV_DESTROY)
+        if (ev->action == DOCKER_EV_DESTROY)
             reaper_forget(c);
         return;
     }
-    if (ev->action == EV_RENAME && ev->name != NULL &&
+    if (ev->action == DOCKER_EV_RENAME && ev->name != NULL &&
         rec_set_meta(c, ev->name, c->image, c->labels, c->nlabels,
                      c->labels_cut, c->meta_cut || ev->name_truncated) != 0)
         log_error(c->id, "out of memory copying its new name");
-    else if (ev->action == EV_RENAME && c->persisted_running) {
+    else if (ev->action == DOCKER_EV_RENAME && c->persisted_running) {
         /* Its record carries the name a report after a restart uses. */
         c->persisted_running = false;
         persist_rec(c);
     }
-    if (ev->action == EV_DIE)
+    if (ev->action == DOCKER_EV_DIE)
         c->die_nano = ev->time_nano;
     if (c->kind == R_DISCOVERING)
-        hold(c, ev->time_nano);
+        checkpoint_hold(c, ev->time_nano);
     if (o.kind != OBS_NKINDS)
         reaper_feed(c, &o);
 }

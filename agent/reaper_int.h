@@ -23,7 +23,7 @@
 #include "persist.h"
 #include "reaper.h"
 
-struct label;
+struct policy_label;
 
 #define MAX_PENDING    8
 #define CHECKPOINT_KEY "docker.events.time_nano"
@@ -55,7 +55,7 @@ struct rec {
     void *meta;
     char *name;
     char *image;
-    struct label *labels;
+    struct policy_label *labels;
     size_t nlabels;
     char *policy; /* name of the policy that matched, or "default" */
     bool force, volumes, report_on;

@@ -30,7 +30,7 @@ struct record {
     struct json_node *root; /* the strings of meta point into it */
     struct lc lc;
     struct record_meta meta;
-    struct label *labels;
+    struct policy_label *labels;
 };
 
 char *
@@ -101,7 +101,7 @@ struct reader {
 };
 
 static int64_t
-get_int(struct reader *r, const char *k, int64_t min, int64_t max)
+record_get_int(struct reader *r, const char *k, int64_t min, int64_t max)
 {
     const struct json_node *n = json_get(r->root, k);
     int64_t v = 0;
@@ -119,7 +119,7 @@ get_int(struct reader *r, const char *k, int64_t min, int64_t max)
     return v;
 }
 
-/* As get_int, for a field every version has written and that has no
+/* As record_get_int, for a field every version has written and that has no
  * zero to fall back on (a poll interval, a backoff): absent, the record
  * is refused, since what would be read could not be written back. */
 static int64_t
@@ -130,11 +130,11 @@ get_needed_int(struct reader *r, const char *k, int64_t min, int64_t max)
         r->bad = true;
         return 0;
     }
-    return get_int(r, k, min, max);
+    return record_get_int(r, k, min, max);
 }
 
 static bool
-get_bool(struct reader *r, const char *k)
+record_get_bool(struct reader *r, const char *k)
 {
     const struct json_node *n = json_get(r->root, k);
 
@@ -190,7 +190,7 @@ record_parse(const char *json, size_t len, char *err, size_t errlen)
         goto out;
     }
     r.root = rec->root;
-    if (get_int(&r, "v", 0, INT32_MAX) != RECORD_VERSION) {
+    if (record_get_int(&r, "v", 0, INT32_MAX) != RECORD_VERSION) {
         if (!r.bad)
             snprintf(err, errlen, "record: not version %d", RECORD_VERSION);
         goto out;
@@ -205,51 +205,54 @@ record_parse(const char *json, size_t len, char *err, size_t errlen)
         goto out;
     }
     c->state = (enum lc_state)s;
-    c->p.action = (enum policy_action)get_int(&r, "action", 0, POLICY_REMOVE);
-    c->p.delay_ms = get_int(&r, "delay_ms", 0, INT64_MAX);
+    c->p.action =
+        (enum policy_action)record_get_int(&r, "action", 0, POLICY_REMOVE);
+    c->p.delay_ms = record_get_int(&r, "delay_ms", 0, INT64_MAX);
     c->p.poll_interval_ms =
         get_needed_int(&r, "poll_interval_ms", 1, INT64_MAX);
-    c->p.warn_after_ms = get_int(&r, "warn_after_ms", 0, INT64_MAX);
-    c->p.give_up_after_ms = get_int(&r, "give_up_after_ms", 0, INT64_MAX);
+    c->p.warn_after_ms = record_get_int(&r, "warn_after_ms", 0, INT64_MAX);
+    c->p.give_up_after_ms =
+        record_get_int(&r, "give_up_after_ms", 0, INT64_MAX);
     c->p.retry_base_ms = get_needed_int(&r, "retry_base_ms", 1, INT64_MAX);
     c->p.retry_max_ms = get_needed_int(&r, "retry_max_ms", 1, INT64_MAX);
-    c->p.containerd = get_bool(&r, "containerd");
-    c->p.reap_leaked_tasks = get_bool(&r, "reap_leaked_tasks");
-    c->ran = get_bool(&r, "ran");
-    c->exited = get_bool(&r, "exited");
-    c->die_seen = get_bool(&r, "die_seen");
-    c->die_has_code = get_bool(&r, "die_has_code");
-    c->die_code = (int)get_int(&r, "die_code", INT32_MIN, INT32_MAX);
-    c->exit_known = get_bool(&r, "exit_known");
-    c->exit_code = (int)get_int(&r, "exit_code", INT32_MIN, INT32_MAX);
-    c->source = (enum lc_source)get_int(&r, "source", 0, LC_SRC_EVENT);
-    c->oom_killed = get_bool(&r, "oom_killed");
-    c->destroy_seen = get_bool(&r, "destroy_seen");
-    c->gone_polled = get_bool(&r, "gone_polled");
-    c->removed_by_us = get_bool(&r, "removed_by_us");
+    c->p.containerd = record_get_bool(&r, "containerd");
+    c->p.reap_leaked_tasks = record_get_bool(&r, "reap_leaked_tasks");
+    c->ran = record_get_bool(&r, "ran");
+    c->exited = record_get_bool(&r, "exited");
+    c->die_seen = record_get_bool(&r, "die_seen");
+    c->die_has_code = record_get_bool(&r, "die_has_code");
+    c->die_code = (int)record_get_int(&r, "die_code", INT32_MIN, INT32_MAX);
+    c->exit_known = record_get_bool(&r, "exit_known");
+    c->exit_code = (int)record_get_int(&r, "exit_code", INT32_MIN, INT32_MAX);
+    c->source = (enum lc_source)record_get_int(&r, "source", 0, LC_SRC_EVENT);
+    c->oom_killed = record_get_bool(&r, "oom_killed");
+    c->destroy_seen = record_get_bool(&r, "destroy_seen");
+    c->gone_polled = record_get_bool(&r, "gone_polled");
+    c->removed_by_us = record_get_bool(&r, "removed_by_us");
     c->delete_attempts =
-        (unsigned)get_int(&r, "delete_attempts", 0, INT32_MAX);
-    c->anomalies = (uint32_t)get_int(&r, "anomalies", 0, UINT32_MAX);
-    c->removed = get_bool(&r, "removed");
-    c->cleanup_ms = (uint64_t)get_int(&r, "cleanup_ms", 0, INT64_MAX);
-    c->task_exit_seen = get_bool(&r, "task_exit_seen");
+        (unsigned)record_get_int(&r, "delete_attempts", 0, INT32_MAX);
+    c->anomalies = (uint32_t)record_get_int(&r, "anomalies", 0, UINT32_MAX);
+    c->removed = record_get_bool(&r, "removed");
+    c->cleanup_ms = (uint64_t)record_get_int(&r, "cleanup_ms", 0, INT64_MAX);
+    c->task_exit_seen = record_get_bool(&r, "task_exit_seen");
     c->task_exit_code =
-        (int)get_int(&r, "task_exit_code", INT32_MIN, INT32_MAX);
-    c->task_delete_seen = get_bool(&r, "task_delete_seen");
-    c->task_gone_polled = get_bool(&r, "task_gone_polled");
-    c->task_reaped_done = get_bool(&r, "task_reaped_done");
-    c->task_deleted = (int)get_int(&r, "task_deleted", -1, 1);
+        (int)record_get_int(&r, "task_exit_code", INT32_MIN, INT32_MAX);
+    c->task_delete_seen = record_get_bool(&r, "task_delete_seen");
+    c->task_gone_polled = record_get_bool(&r, "task_gone_polled");
+    c->task_reaped_done = record_get_bool(&r, "task_reaped_done");
+    c->task_deleted = (int)record_get_int(&r, "task_deleted", -1, 1);
 
     rec->meta.name = get_str(&r, "name");
     rec->meta.image = get_str(&r, "image");
     rec->meta.policy = get_str(&r, "policy");
-    rec->meta.force = get_bool(&r, "force");
-    rec->meta.volumes = get_bool(&r, "volumes");
-    rec->meta.report_on = get_bool(&r, "report_on");
+    rec->meta.force = record_get_bool(&r, "force");
+    rec->meta.volumes = record_get_bool(&r, "volumes");
+    rec->meta.report_on = record_get_bool(&r, "report_on");
     rec->meta.started_at = get_str(&r, "started_at");
     rec->meta.finished_at = get_str(&r, "finished_at");
-    rec->meta.die_nano = get_int(&r, "die_nano", 0, INT64_MAX);
-    rec->meta.exited_wall_ms = get_int(&r, "exited_wall_ms", 0, INT64_MAX);
+    rec->meta.die_nano = record_get_int(&r, "die_nano", 0, INT64_MAX);
+    rec->meta.exited_wall_ms =
+        record_get_int(&r, "exited_wall_ms", 0, INT64_MAX);
     labels = json_get(rec->root, "labels");
     if (labels != NULL && labels->type == JSON_OBJECT && labels->count > 0) {
         rec->labels = calloc(labels->count, sizeof(*rec->labels));

@@ -24,7 +24,7 @@
 struct record_meta {
     const char *name;  /* may be NULL */
     const char *image; /* may be NULL */
-    const struct label *labels;
+    const struct policy_label *labels;
     size_t nlabels;
     const char *policy; /* the policy's name */
     bool force, volumes, report_on;

@@ -211,7 +211,8 @@ gen_key_str(yajl_gen g, const char *k, const char *v)
 }
 
 size_t
-report_gen_labels(struct yajl_gen_t *g, const struct label *labels, size_t n)
+report_gen_labels(struct yajl_gen_t *g, const struct policy_label *labels,
+                  size_t n)
 {
     size_t budget = LIMIT_LABELS_STORED_BYTES, kept = 0, i, klen, vlen;
 

@@ -25,7 +25,7 @@ struct report {
     const char *container_id;
     const char *name;
     const char *image;
-    const struct label *labels;
+    const struct policy_label *labels;
     size_t nlabels;
     const char *policy;
     const char *action; /* "remove" | "keep" (extension) */
@@ -90,8 +90,8 @@ size_t report_text_len(const char *s, size_t max);
  * Returns how many were written.
  */
 struct yajl_gen_t;
-size_t report_gen_labels(struct yajl_gen_t *g, const struct label *labels,
-                         size_t n);
+size_t report_gen_labels(struct yajl_gen_t *g,
+                         const struct policy_label *labels, size_t n);
 /* Key `k` (reapd's own) and `v` cut to at most `max` bytes
  * (report_text_len), or null: how reports and records write the engine's
  * strings. */

@@ -280,7 +280,7 @@ evict_idle(struct status *s)
         if (has_input(c))
             continue; /* its next request is on its way */
         s->evicted_idle++;
-        ratelog(&s->log_idle, LOG_INFO,
+        ratelog(&s->log_idle, LOG_LEVEL_INFO,
                 "status: closed the idle connection from %s to make room "
                 "(%zu connections served)",
                 peer(c, who, sizeof(who)), s->max_connections);
@@ -305,7 +305,7 @@ on_deadline(evutil_socket_t fd, short what, void *arg)
         return;
     }
     s->timed_out++;
-    ratelog(&s->log_deadline, LOG_INFO,
+    ratelog(&s->log_deadline, LOG_LEVEL_INFO,
             "status: closed the connection from %s: %s within %u ms",
             peer(c, who, sizeof(who)),
             c->phase == PH_ANSWER ? "answer not taken" : "no complete request",
@@ -380,7 +380,7 @@ resolve_one(struct status *s, struct conn *c)
             struct conn *old = s->waiting.head;
 
             s->evicted_waiting++;
-            ratelog(&s->log_waiting, LOG_INFO,
+            ratelog(&s->log_waiting, LOG_LEVEL_INFO,
                     "status: closed the refused connection from %s: too "
                     "many waiting",
                     peer(old, who, sizeof(who)));
@@ -508,7 +508,7 @@ on_accept_error(struct evconnlistener *lev, void *arg)
     s->accept_errors++;
     evconnlistener_disable(lev);
     loop_timer_ms(s->resume_ev, s->pause_ms);
-    ratelog(&s->log_accept, LOG_WARN,
+    ratelog(&s->log_accept, LOG_LEVEL_WARN,
             "status: cannot accept a connection: %s; not accepting for "
             "%u ms",
             strerror(err), s->pause_ms);
@@ -1217,7 +1217,7 @@ on_request(struct evhttp_request *req, void *arg)
                           "close");
         if (!open) {
             s->rejected_busy++;
-            ratelog(&s->log_refuse, LOG_INFO,
+            ratelog(&s->log_refuse, LOG_LEVEL_INFO,
                     "status: refused a request from %s: all %zu "
                     "connections busy",
                     peer(c, who, sizeof(who)), s->max_connections);
@@ -1229,7 +1229,7 @@ on_request(struct evhttp_request *req, void *arg)
         }
     }
     if (path == NULL) {
-        ratelog(&s->log_bad, LOG_INFO,
+        ratelog(&s->log_bad, LOG_LEVEL_INFO,
                 "status: bad request from %s: malformed request target",
                 peer(c, who, sizeof(who)));
         send_error(req, 400, "Bad Request", "malformed request target");

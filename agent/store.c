@@ -287,7 +287,7 @@ map_rc(int rc)
 
 /* Records why SQLite said `rc` while doing `what`; the mapped code. */
 static int
-fail(struct store *st, int rc, const char *what)
+store_fail(struct store *st, int rc, const char *what)
 {
     const char *msg = sqlite3_errmsg(st->db);
     int result = map_rc(rc);
@@ -387,7 +387,7 @@ state_parse(const char *s, enum store_state *out)
 /* 1..max bytes of printable ASCII, no space: what ids and keys look like,
  * and nothing that could confuse a log line or a URL. */
 static bool
-valid_id(const char *s, size_t max)
+store_valid_id(const char *s, size_t max)
 {
     size_t i;
 
@@ -439,7 +439,7 @@ run(struct store *st, enum stmt_id id, const char *what)
 
     rc = sqlite3_step(s);
     if (rc != SQLITE_DONE && rc != SQLITE_ROW)
-        result = fail(st, rc, what);
+        result = store_fail(st, rc, what);
     done(s);
     return result;
 }
@@ -454,7 +454,7 @@ bind_text(struct store *st, sqlite3_stmt *s, int i, const char *v, size_t n,
         rc = sqlite3_bind_null(s, i);
     else
         rc = sqlite3_bind_text64(s, i, v, n, SQLITE_STATIC, SQLITE_UTF8);
-    return rc == SQLITE_OK ? STORE_OK : fail(st, rc, what);
+    return rc == SQLITE_OK ? STORE_OK : store_fail(st, rc, what);
 }
 
 static int
@@ -462,7 +462,7 @@ bind_int(struct store *st, sqlite3_stmt *s, int i, int64_t v, const char *what)
 {
     int rc = sqlite3_bind_int64(s, i, v);
 
-    return rc == SQLITE_OK ? STORE_OK : fail(st, rc, what);
+    return rc == SQLITE_OK ? STORE_OK : store_fail(st, rc, what);
 }
 
 /* Ends a failed transaction. SQLite may already have rolled it back
@@ -506,7 +506,7 @@ set_full_sync(struct store *st, bool full, const char *what)
                                : "PRAGMA synchronous = NORMAL",
                           NULL, NULL, NULL);
 
-    return rc == SQLITE_OK ? STORE_OK : fail(st, rc, what);
+    return rc == SQLITE_OK ? STORE_OK : store_fail(st, rc, what);
 }
 
 /* ---- opening ---------------------------------------------------------- */
@@ -962,7 +962,7 @@ store_put_container(struct store *st, const char *id, const char *json,
     char *copy;
     int result;
 
-    if (!valid_id(id, STORE_ID_MAX) ||
+    if (!store_valid_id(id, STORE_ID_MAX) ||
         !valid_body(json, len, STORE_RECORD_MAX))
         return invalid(st, "put container");
     copy = malloc(len + 1);
@@ -990,7 +990,7 @@ store_delete_container(struct store *st, const char *id)
     struct pend *p;
     int result;
 
-    if (!valid_id(id, STORE_ID_MAX))
+    if (!store_valid_id(id, STORE_ID_MAX))
         return invalid(st, "delete container");
     result = pend_get(st, P_CONTAINER, id, 0, &p);
     if (result != STORE_OK)
@@ -1009,7 +1009,7 @@ store_set_checkpoint(struct store *st, const char *key, int64_t value)
     struct pend *p;
     int result;
 
-    if (!valid_id(key, STORE_KEY_MAX))
+    if (!store_valid_id(key, STORE_KEY_MAX))
         return invalid(st, "set checkpoint");
     result = pend_get(st, P_CHECKPOINT, key, 0, &p);
     if (result != STORE_OK)
@@ -1025,7 +1025,7 @@ store_get_checkpoint(struct store *st, const char *key, int64_t *value)
     struct pend *p;
     int rc, result;
 
-    if (!valid_id(key, STORE_KEY_MAX))
+    if (!store_valid_id(key, STORE_KEY_MAX))
         return invalid(st, "get checkpoint");
     if (st->pend_cap > 0) {
         p = pend_slot(st->pend, st->pend_cap, P_CHECKPOINT, key);
@@ -1044,7 +1044,7 @@ store_get_checkpoint(struct store *st, const char *key, int64_t *value)
     } else if (rc == SQLITE_DONE) {
         result = STORE_NOT_FOUND;
     } else {
-        result = fail(st, rc, "get checkpoint");
+        result = store_fail(st, rc, "get checkpoint");
     }
 out:
     done(s);
@@ -1183,7 +1183,7 @@ store_get_containers(struct store *st, struct store_containers *out)
         if (rc == SQLITE_DONE)
             break;
         if (rc != SQLITE_ROW) {
-            result = fail(st, rc, "get containers");
+            result = store_fail(st, rc, "get containers");
             goto out;
         }
         id = (const char *)sqlite3_column_text(s, 0);
@@ -1245,8 +1245,8 @@ add_report(struct store *st, const char *report_id, const char *container_id,
     sqlite3_stmt *s = st->stmt[S_REPORT_INSERT];
     int result, rc;
 
-    if (!valid_id(report_id, STORE_REPORT_ID_MAX) ||
-        !valid_id(container_id, STORE_ID_MAX) ||
+    if (!store_valid_id(report_id, STORE_REPORT_ID_MAX) ||
+        !store_valid_id(container_id, STORE_ID_MAX) ||
         !valid_body(body, len, STORE_BODY_MAX))
         return invalid(st, what);
     if (!st->journaled) {
@@ -1279,7 +1279,7 @@ add_report(struct store *st, const char *report_id, const char *container_id,
             rc = sqlite3_step(s);
             result = rc == SQLITE_ROW    ? STORE_DUPLICATE
                      : rc == SQLITE_DONE ? STORE_CORRUPT
-                                         : fail(st, rc, what);
+                                         : store_fail(st, rc, what);
             if (rc == SQLITE_DONE)
                 snprintf(st->errmsg, sizeof(st->errmsg),
                          "%s: the report sequence is missing", what);
@@ -1435,7 +1435,7 @@ list_reports(struct store *st, sqlite3_stmt *s, struct store_reports *out,
         if (rc == SQLITE_DONE)
             break;
         if (rc != SQLITE_ROW) {
-            result = fail(st, rc, what);
+            result = store_fail(st, rc, what);
             goto out;
         }
         if (out->n == cap) {
@@ -1507,7 +1507,7 @@ one_report(struct store *st, enum stmt_id id, const char *key, size_t maxlen,
     int result;
 
     memset(out, 0, sizeof(*out));
-    if (!valid_id(key, maxlen))
+    if (!store_valid_id(key, maxlen))
         return invalid(st, what);
     result = bind_text(st, s, 1, key, strlen(key), what);
     if (result == STORE_OK)
@@ -1560,7 +1560,7 @@ store_mark_delivered(struct store *st, const char *report_id, int64_t now_ms)
     static const char what[] = "mark delivered";
     int result;
 
-    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+    if (!store_valid_id(report_id, STORE_REPORT_ID_MAX))
         return invalid(st, what);
     rollback(st);
     result = bind_delivered(st, report_id, now_ms, what);
@@ -1576,7 +1576,7 @@ store_mark_dead_reason(struct store *st, const char *report_id,
     const char *name = store_dead_reason_name(reason);
     int result;
 
-    if (!valid_id(report_id, STORE_REPORT_ID_MAX) || name == NULL)
+    if (!store_valid_id(report_id, STORE_REPORT_ID_MAX) || name == NULL)
         return invalid(st, what);
     rollback(st);
     result = bind_text(st, s, 1, report_id, strlen(report_id), what);
@@ -1610,7 +1610,7 @@ store_mark_retry(struct store *st, const char *report_id,
     sqlite3_stmt *s = st->stmt[S_MARK_RETRY];
     int result;
 
-    if (!valid_id(report_id, STORE_REPORT_ID_MAX))
+    if (!store_valid_id(report_id, STORE_REPORT_ID_MAX))
         return invalid(st, what);
     rollback(st);
     result = bind_text(st, s, 1, report_id, strlen(report_id), what);
@@ -1639,7 +1639,7 @@ store_counts(struct store *st, struct store_counts *out)
         if (rc == SQLITE_DONE)
             break;
         if (rc != SQLITE_ROW) {
-            result = fail(st, rc, "counts");
+            result = store_fail(st, rc, "counts");
             goto out;
         }
         if (state_parse((const char *)sqlite3_column_text(s, 0), &state) != 0)
@@ -1655,7 +1655,8 @@ store_counts(struct store *st, struct store_counts *out)
     s = st->stmt[S_SIZE];
     rc = sqlite3_step(s);
     if (rc != SQLITE_ROW) {
-        result = fail(st, rc == SQLITE_DONE ? SQLITE_ERROR : rc, "db size");
+        result =
+            store_fail(st, rc == SQLITE_DONE ? SQLITE_ERROR : rc, "db size");
         goto out;
     }
     out->db_bytes = (uint64_t)sqlite3_column_int64(s, 0);
@@ -1742,7 +1743,7 @@ store_set_size_limit(struct store *st, uint64_t max_bytes, uint64_t *effective)
              (unsigned long long)pages);
     rc = query_int(st->db, sql, &got);
     if (rc != SQLITE_OK)
-        return fail(st, rc, "size limit");
+        return store_fail(st, rc, "size limit");
     if (effective != NULL)
         *effective = (uint64_t)got * (uint64_t)st->page_size;
     return STORE_OK;
@@ -1757,7 +1758,7 @@ store_check(struct store *st)
 
     rc = query_check(st->db, "PRAGMA integrity_check(1)", msg, sizeof(msg));
     if (rc != SQLITE_OK)
-        return fail(st, rc, "integrity check");
+        return store_fail(st, rc, "integrity check");
     if (strcmp(msg, "ok") != 0) {
         snprintf(st->errmsg, sizeof(st->errmsg), "integrity check: %s", msg);
         return STORE_CORRUPT;
@@ -1771,7 +1772,7 @@ store_check(struct store *st)
                    "  AND state = 'pending'))",
                    &bad);
     if (rc != SQLITE_OK)
-        return fail(st, rc, "integrity check");
+        return store_fail(st, rc, "integrity check");
     if (bad != 0) {
         snprintf(st->errmsg, sizeof(st->errmsg),
                  "integrity check: %lld reports with a wrong head flag",
@@ -1784,7 +1785,7 @@ store_check(struct store *st)
                    " WHERE (dead_reason IS NULL) = (state = 'dead')",
                    &bad);
     if (rc != SQLITE_OK)
-        return fail(st, rc, "integrity check");
+        return store_fail(st, rc, "integrity check");
     if (bad != 0) {
         snprintf(st->errmsg, sizeof(st->errmsg),
                  "integrity check: %lld reports with a wrong dead_reason",

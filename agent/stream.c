@@ -23,7 +23,7 @@ struct stream {
 };
 
 static void
-on_timer(evutil_socket_t fd, short what, void *arg)
+stream_on_timer(evutil_socket_t fd, short what, void *arg)
 {
     struct stream *s = arg;
 
@@ -45,7 +45,7 @@ stream_new(struct loop *l, const struct stream_cbs *cbs, void *arg,
     s->base_ms = base_ms;
     s->max_ms = max_ms;
     s->rnd = seed;
-    s->timer = evtimer_new(loop_base(l), on_timer, s);
+    s->timer = evtimer_new(loop_base(l), stream_on_timer, s);
     if (s->timer == NULL) {
         free(s);
         return NULL;

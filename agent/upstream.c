@@ -79,7 +79,7 @@ struct cq {
     struct cq *rnext; /* ready FIFO */
     struct item *head, *tail;
     enum cq_state st;
-    struct http_call *call;
+    struct loop_http_call *call;
     struct event *timer; /* retry */
     /* The attempt in flight. */
     bool got_status;
@@ -153,7 +153,7 @@ visible(const char *s, size_t max)
 }
 
 static bool
-is_tchar(char ch)
+upstream_is_tchar(char ch)
 {
     return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
            (ch >= '0' && ch <= '9') || strchr("!#$%&'*+-.^_`|~", ch);
@@ -177,7 +177,7 @@ url_for_log(const char *url, char *out, size_t len)
 }
 
 static int
-check_url(const char *url, char *err, size_t errlen)
+upstream_check_url(const char *url, char *err, size_t errlen)
 {
     size_t skip;
 
@@ -220,7 +220,7 @@ check_headers(const struct upstream_opts *o, char *err, size_t errlen)
         bool ok = n != NULL && *n != '\0' && strlen(n) < 128;
 
         for (j = 0; ok && n[j] != '\0'; j++)
-            ok = is_tchar(n[j]);
+            ok = upstream_is_tchar(n[j]);
         if (!ok) {
             snprintf(err, errlen, "upstream.headers: a name is not valid");
             return -1;
@@ -340,7 +340,7 @@ conf_new(const struct upstream_opts *o, char *err, size_t errlen)
     struct conf *c = NULL, *result = NULL;
     bool oom = false;
 
-    if (check_url(o->url, err, errlen) != 0 ||
+    if (upstream_check_url(o->url, err, errlen) != 0 ||
         check_headers(o, err, errlen) != 0 || check_tls(o, err, errlen) != 0)
         goto out;
     if (o->token != NULL && !visible(o->token, UPSTREAM_TOKEN_MAX + 1)) {
@@ -639,7 +639,7 @@ scrub(const char *s, size_t len, const char *token, char *out, size_t outlen)
 }
 
 static void
-attempt_error(const struct cq *q, const struct http_response *res, char *buf,
+attempt_error(const struct cq *q, const struct loop_http_resp *res, char *buf,
               size_t len)
 {
     const char *what = "transfer";
@@ -750,7 +750,7 @@ on_data(const char *buf, size_t len, void *arg)
 }
 
 static void
-on_done(const struct http_response *res, void *arg)
+on_done(const struct loop_http_resp *res, void *arg)
 {
     struct cq *q = arg;
     struct upstream *u = q->u;
@@ -772,7 +772,7 @@ on_done(const struct http_response *res, void *arg)
     q->snip = NULL;
     q->snip_len = 0;
     if (v == V_RETRY) {
-        retry_later(q, http_response_header(res, "Retry-After"), err);
+        retry_later(q, loop_http_header(res, "Retry-After"), err);
         return;
     }
     q->head = it->next;
@@ -817,7 +817,7 @@ start(struct cq *q)
     struct upstream *u = q->u;
     struct conf *c = u->conf;
     struct item *it = q->head;
-    struct http_request hr;
+    struct loop_http_req hr;
     char idem[UPSTREAM_ID_MAX + 32];
 
     snprintf(idem, sizeof(idem), "Idempotency-Key: %s", it->report_id);
@@ -849,7 +849,7 @@ start(struct cq *q)
 }
 
 static void
-on_pump(evutil_socket_t fd, short what, void *arg)
+upstream_on_pump(evutil_socket_t fd, short what, void *arg)
 {
     struct upstream *u = arg;
 
@@ -897,7 +897,7 @@ upstream_new(struct loop *l, const struct upstream_opts *o,
         goto out;
     u->nbuckets = HASH_MIN;
     u->buckets = calloc(u->nbuckets, sizeof(*u->buckets));
-    u->pump = event_new(loop_base(l), -1, 0, on_pump, u);
+    u->pump = event_new(loop_base(l), -1, 0, upstream_on_pump, u);
     if (u->buckets == NULL || u->pump == NULL) {
         snprintf(err, errlen, "upstream: out of memory");
         goto out;

@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config.h" /* struct header */
+#include "config.h" /* struct config_header */
 
 struct loop;
 struct upstream;
@@ -42,9 +42,9 @@ struct upstream;
 
 /* Everything is borrowed for the duration of the call and copied. */
 struct upstream_opts {
-    const char *url;              /* http://... or https://... */
-    long timeout_ms;              /* one attempt, connect to last byte; > 0 */
-    const struct header *headers; /* extra request headers */
+    const char *url; /* http://... or https://... */
+    long timeout_ms; /* one attempt, connect to last byte; > 0 */
+    const struct config_header *headers; /* extra request headers */
     size_t nheaders;
     /* "Authorization: Bearer <token>"; NULL: none. Visible ASCII only
      * (upstream_read_token gives a b64token). Rejected together with an

@@ -19,7 +19,7 @@
 
 struct evhttp;
 struct evhttp_request;
-struct label;
+struct policy_label;
 struct loop;
 
 /* Applies TEST_FILTER and TEST_SKIP from the environment (cmocka's
@@ -182,7 +182,7 @@ void tu_container_id(char *buf, unsigned n);
 /* Labels and the bytes they point into, owned in one place: zero it to
  * start, tu_labset_free() frees all. */
 struct tu_labset {
-    struct label *v;
+    struct policy_label *v;
     size_t n;
     char **mem;
     size_t nmem;

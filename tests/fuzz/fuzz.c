@@ -71,7 +71,7 @@ fuzz_quiet_logs(void)
     fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
     if (fd >= 0)
         log_set_fd(fd);
-    log_setup(LOG_DEBUG, LOG_TEXT);
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_TEXT);
 }
 
 static char tmpdir[256];
@@ -170,7 +170,7 @@ fuzz_check_container(const struct docker_container *c, bool inspect)
     FUZZ_CHECK(c->nlabels <= LIMIT_LABELS);
     FUZZ_CHECK(c->nlabels == 0 || c->labels != NULL);
     for (i = 0; i < c->nlabels; i++) {
-        const struct label *l = &c->labels[i];
+        const struct policy_label *l = &c->labels[i];
 
         FUZZ_CHECK(l->key != NULL && l->value != NULL);
         FUZZ_CHECK(strlen(l->key) <= LIMIT_LABEL_KEY);

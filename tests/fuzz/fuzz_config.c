@@ -78,7 +78,7 @@ check_round_trip(const struct config *cfg)
 static void
 check_policies(const struct policy_set *set)
 {
-    static const struct label labels[] = {
+    static const struct policy_label labels[] = {
         {"reapd.managed", "true"}, {"team", "infra"}, {"debug", "1"}};
     static const char *const names[] = {"/web-1", "job-7f3a", NULL};
     static const char *const images[] = {"registry.example/app:1.2", "busybox",
@@ -95,7 +95,7 @@ check_policies(const struct policy_set *set)
         FUZZ_CHECK((unsigned)p->action <= POLICY_REMOVE);
         FUZZ_CHECK(p->delay_ms >= 0);
         for (j = 0; j < p->nmatch_labels; j++) {
-            const struct label *l = &p->match_labels[j];
+            const struct policy_label *l = &p->match_labels[j];
 
             FUZZ_CHECK(l->key != NULL && l->value != NULL);
             FUZZ_CHECK(policy_set_names_label(set, l->key, strlen(l->key)));

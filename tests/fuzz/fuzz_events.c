@@ -80,7 +80,7 @@ on_event(const struct docker_event *ev, void *arg)
     FUZZ_CHECK(ev->action_text != NULL && ev->action_text[0] != '\0');
     FUZZ_CHECK(ev->action == events_action_from_string(ev->action_text));
     FUZZ_CHECK(ev->time_nano >= 0 && ev->time_nano < INT64_MAX);
-    FUZZ_CHECK(!ev->has_exit_code || ev->action == EV_DIE);
+    FUZZ_CHECK(!ev->has_exit_code || ev->action == DOCKER_EV_DIE);
     FUZZ_CHECK(ev->nattrs == 0 || ev->attrs != NULL);
     for (i = 0; i < ev->nattrs; i++) {
         const struct event_attr *a = &ev->attrs[i];

@@ -592,7 +592,7 @@ t_docker_parse_list(void **state)
 
 /* ---- record ------------------------------------------------------------ */
 
-static const struct label rec_labels[] = {
+static const struct policy_label rec_labels[] = {
     {"reapd.managed", "true"},
     {"team", "infra"},
     {"quote\"d", "a\\b"},
@@ -949,8 +949,8 @@ config_differs(const struct config *c, int titus)
                        false, true, false))
             return "policies";
     }
-    if (c->log_level != LOG_INFO ||
-        c->log_format != (titus ? LOG_JSON : LOG_TEXT))
+    if (c->log_level != LOG_LEVEL_INFO ||
+        c->log_format != (titus ? LOG_FORMAT_JSON : LOG_FORMAT_TEXT))
         return "log";
     if (!streq(c->source, titus ? "titus-example.json" : "reapd.json"))
         return "source";
@@ -1204,7 +1204,7 @@ main(void)
     int rc;
 
     /* A list entry the parser skips is logged; keep the output short. */
-    log_setup(LOG_ERROR, LOG_TEXT);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
     inspect_text = tu_read_text(
         FIXTURES_DIR, "docker/inspect-exited-1.41.json", &inspect_len);
     running_text = tu_read_text(

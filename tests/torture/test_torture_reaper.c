@@ -762,7 +762,7 @@ main(void)
     /* Held for the whole process, so each run's loop_new() does not
      * initialise libcurl (and its TLS library) again. */
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    log_setup(LOG_INFO, LOG_TEXT);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
     H.logfd = -1;
     tu_test_filters();
     rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -146,8 +146,8 @@ assert_default_values(const struct config *cfg)
     assert_false(p->remove_volumes);
     assert_true(p->reap_leaked_tasks);
     assert_true(p->report);
-    assert_int_equal(cfg->log_level, LOG_INFO);
-    assert_int_equal(cfg->log_format, LOG_TEXT);
+    assert_int_equal(cfg->log_level, LOG_LEVEL_INFO);
+    assert_int_equal(cfg->log_format, LOG_FORMAT_TEXT);
 }
 
 static void
@@ -236,8 +236,8 @@ test_every_key(void **state)
     assert_true(p->reap_leaked_tasks);
     assert_true(p->report);
 
-    assert_int_equal(cfg->log_level, LOG_DEBUG);
-    assert_int_equal(cfg->log_format, LOG_JSON);
+    assert_int_equal(cfg->log_level, LOG_LEVEL_DEBUG);
+    assert_int_equal(cfg->log_format, LOG_FORMAT_JSON);
     config_free(cfg);
 }
 
@@ -691,8 +691,8 @@ test_delete_and_log(void **state)
                    "\"log\": {\"level\": \"error\"}}");
     assert_int_equal(cfg->delete_max_in_flight, 1024);
     assert_int_equal(cfg->delete_give_up_after_ms, 604800000);
-    assert_int_equal(cfg->log_level, LOG_ERROR);
-    assert_int_equal(cfg->log_format, LOG_TEXT);
+    assert_int_equal(cfg->log_level, LOG_LEVEL_ERROR);
+    assert_int_equal(cfg->log_format, LOG_FORMAT_TEXT);
     config_free(cfg);
 
     expect_message("{\"delete\": {\"max_in_flight\": 1025}}",
@@ -1057,9 +1057,9 @@ test_shipped_titus_example(void **state)
     struct config_errors errs = {0};
     struct config *cfg = NULL;
     const struct policy *m;
-    struct label task[] = {{(char *)"titus.task_id", (char *)"t-1"}};
-    struct label dbg[] = {{(char *)"titus.task_id", (char *)"t-1"},
-                          {(char *)"titus.debug", (char *)"true"}};
+    struct policy_label task[] = {{(char *)"titus.task_id", (char *)"t-1"}};
+    struct policy_label dbg[] = {{(char *)"titus.task_id", (char *)"t-1"},
+                                 {(char *)"titus.debug", (char *)"true"}};
 
     (void)state;
     if (config_load(SHIPPED "titus-example.json", &cfg, &errs) != 0) {

@@ -1230,7 +1230,7 @@ setup(void **state)
     struct fixture *fx = calloc(1, sizeof(*fx));
     bool off = true;
 
-    log_setup(LOG_ERROR, LOG_TEXT);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
     fx->l = loop_new();
     assert_non_null(fx->l);
     fx->f = h2_new(loop_base(fx->l));
@@ -1275,7 +1275,7 @@ test_new(void **state)
     char ns77[78];
 
     (void)state;
-    log_setup(LOG_ERROR, LOG_TEXT);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
     assert_null(ctrd_new(l, "off", "moby", 1000, 1000, &off));
     assert_true(off);
     assert_null(ctrd_new(l, "off", "moby", 1000, 1000, NULL));
@@ -1465,7 +1465,7 @@ test_unreachable(void **state)
     struct got g = {0};
 
     (void)state;
-    log_setup(LOG_ERROR, LOG_TEXT);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
     c = ctrd_new(l, "/tmp/reapd-test-no-such.sock", "moby", 1000, 1000, NULL);
     assert_non_null(ctrd_task_list(c, on_list, &g));
     TU_RUN_UNTIL(l, g.calls >= 1, 3000);
@@ -1832,7 +1832,7 @@ test_watch_no_socket(void **state)
     struct watch w = {0};
 
     (void)state;
-    log_setup(LOG_ERROR, LOG_TEXT);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
     c = ctrd_new(l, "/tmp/reapd-test-no-such.sock", "moby", 500, 300, NULL);
     w.c = c;
     ctrd_watch_start(c, &wcbs, &w);

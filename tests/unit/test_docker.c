@@ -1689,7 +1689,7 @@ t_e2e_rejected_events(void **state)
 
     (void)state;
     assert_true(fd >= 0);
-    log_setup(LOG_WARN, LOG_TEXT);
+    log_setup(LOG_LEVEL_WARN, LOG_FORMAT_TEXT);
     log_set_fd(fd);
     for (i = 0; i < 200; i++)
         fake_engine_stream_raw(e->fe, "{\"Type\":\"container\",,}\n");
@@ -1698,7 +1698,7 @@ t_e2e_rejected_events(void **state)
     fake_engine_add(e->fe, A, "a", NULL, NULL, 1);
     TU_RUN_UNTIL(e->l, e->events >= 2, 3000);
     log_set_fd(-1);
-    log_setup(was, LOG_TEXT);
+    log_setup(was, LOG_FORMAT_TEXT);
     assert_int_equal(docker_watch_rejected(e->d), 200);
     assert_int_equal(docker_watch_reconnects(e->d), 0);
     assert_int_equal(e->events, 2);
@@ -1844,6 +1844,7 @@ main(void)
 
     signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */
     tu_test_filters();
-    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    log_setup(getenv("TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR,
+              LOG_FORMAT_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -182,30 +182,30 @@ test_action_from_string(void **state)
         const char *s;
         enum event_action a;
     } t[] = {
-        {"create", EV_CREATE},
-        {"start", EV_START},
-        {"restart", EV_RESTART},
-        {"die", EV_DIE},
-        {"oom", EV_OOM},
-        {"kill", EV_KILL},
-        {"stop", EV_STOP},
-        {"pause", EV_PAUSE},
-        {"unpause", EV_UNPAUSE},
-        {"rename", EV_RENAME},
-        {"update", EV_UPDATE},
-        {"destroy", EV_DESTROY},
-        {"attach", EV_OTHER},
-        {"exec_start: sh", EV_OTHER},
-        {"health_status: healthy", EV_OTHER},
-        {"Die", EV_OTHER},
-        {"die ", EV_OTHER},
-        {"", EV_OTHER},
+        {"create", DOCKER_EV_CREATE},
+        {"start", DOCKER_EV_START},
+        {"restart", DOCKER_EV_RESTART},
+        {"die", DOCKER_EV_DIE},
+        {"oom", DOCKER_EV_OOM},
+        {"kill", DOCKER_EV_KILL},
+        {"stop", DOCKER_EV_STOP},
+        {"pause", DOCKER_EV_PAUSE},
+        {"unpause", DOCKER_EV_UNPAUSE},
+        {"rename", DOCKER_EV_RENAME},
+        {"update", DOCKER_EV_UPDATE},
+        {"destroy", DOCKER_EV_DESTROY},
+        {"attach", DOCKER_EV_OTHER},
+        {"exec_start: sh", DOCKER_EV_OTHER},
+        {"health_status: healthy", DOCKER_EV_OTHER},
+        {"Die", DOCKER_EV_OTHER},
+        {"die ", DOCKER_EV_OTHER},
+        {"", DOCKER_EV_OTHER},
     };
     size_t i;
 
     for (i = 0; i < sizeof t / sizeof t[0]; i++)
         assert_int_equal(events_action_from_string(t[i].s), t[i].a);
-    assert_int_equal(events_action_from_string(NULL), EV_OTHER);
+    assert_int_equal(events_action_from_string(NULL), DOCKER_EV_OTHER);
 }
 
 static void
@@ -219,12 +219,12 @@ test_recorded_stream(void **state)
 
     expect_tail(r, "count=5 skipped=2 pending=0");
     assert_int_equal(rec.nseen, 5);
-    assert_int_equal(rec.seen[0].action, EV_CREATE);
-    assert_int_equal(rec.seen[1].action, EV_OTHER);
+    assert_int_equal(rec.seen[0].action, DOCKER_EV_CREATE);
+    assert_int_equal(rec.seen[1].action, DOCKER_EV_OTHER);
     assert_string_equal(rec.seen[1].action_text, "attach");
-    assert_int_equal(rec.seen[2].action, EV_START);
-    assert_int_equal(rec.seen[3].action, EV_DIE);
-    assert_int_equal(rec.seen[4].action, EV_DESTROY);
+    assert_int_equal(rec.seen[2].action, DOCKER_EV_START);
+    assert_int_equal(rec.seen[3].action, DOCKER_EV_DIE);
+    assert_int_equal(rec.seen[4].action, DOCKER_EV_DESTROY);
     die = &rec.seen[3];
     assert_string_equal(die->id, ID);
     assert_string_equal(die->action_text, "die");
@@ -261,17 +261,17 @@ test_new_api_shape(void **state)
     char *r = run_all_chunks(text, NULL, &rec);
 
     expect_tail(r, "count=3 skipped=0 pending=0");
-    assert_int_equal(rec.seen[0].action, EV_OTHER);
+    assert_int_equal(rec.seen[0].action, DOCKER_EV_OTHER);
     assert_string_equal(rec.seen[0].action_text, "exec_start: sh -c true");
     assert_true(rec.seen[0].time_nano == INT64_C(1700000000000000001));
     assert_int_equal(rec.seen[0].nattrs, 3);
     assert_string_equal(rec.seen[0].image, "alpine");
-    assert_int_equal(rec.seen[1].action, EV_OTHER);
+    assert_int_equal(rec.seen[1].action, DOCKER_EV_OTHER);
     assert_string_equal(rec.seen[1].action_text, "health_status: healthy");
     assert_int_equal(rec.seen[1].nattrs, 0);
     assert_int_equal(rec.seen[1].has_name, 0);
     assert_int_equal(rec.seen[1].has_image, 0);
-    assert_int_equal(rec.seen[2].action, EV_KILL);
+    assert_int_equal(rec.seen[2].action, DOCKER_EV_KILL);
     assert_string_equal(rec.seen[2].id, ID2);
     free(r);
     free(text);
@@ -290,7 +290,7 @@ test_legacy_fields_ignored(void **state)
     char *r = run_all_chunks(text, NULL, &rec);
 
     expect_tail(r, "count=1 skipped=1 pending=0");
-    assert_int_equal(rec.seen[0].action, EV_START);
+    assert_int_equal(rec.seen[0].action, DOCKER_EV_START);
     assert_string_equal(rec.seen[0].id, ID);
     assert_int_equal(rec.seen[0].nattrs, 0);
     free(r);
@@ -453,7 +453,7 @@ test_attributes(void **state)
     /* A non-string name is no name. */
     assert_int_equal(rec.seen[2].has_name, 0);
     assert_int_equal(rec.seen[2].nattrs, 0);
-    assert_int_equal(rec.seen[3].action, EV_STOP);
+    assert_int_equal(rec.seen[3].action, DOCKER_EV_STOP);
     assert_int_equal(rec.seen[3].nattrs, 0);
     free(r);
     free(text);
@@ -823,7 +823,7 @@ test_broken_utf8_in_long_value(void **state)
     tu_sb_printf(&b, "\"}}}\n%s", good);
     r = run_all_chunks(b.p, NULL, &rec);
     assert_int_equal(rec.nseen, 1);
-    assert_int_equal(rec.seen[0].action, EV_DIE);
+    assert_int_equal(rec.seen[0].action, DOCKER_EV_DIE);
     expect_tail(r, "count=1 skipped=0 pending=0 rejected=1 'lexical error: "
                    "invalid bytes in UTF8 string. at byte 4140'");
     free(r);
@@ -873,13 +873,13 @@ test_real_capture(void **state)
 
     (void)state;
     expect_tail(r, "count=5 skipped=0 pending=0");
-    assert_int_equal(rec.seen[0].action, EV_CREATE);
-    assert_int_equal(rec.seen[2].action, EV_START);
-    assert_int_equal(rec.seen[3].action, EV_DIE);
+    assert_int_equal(rec.seen[0].action, DOCKER_EV_CREATE);
+    assert_int_equal(rec.seen[2].action, DOCKER_EV_START);
+    assert_int_equal(rec.seen[3].action, DOCKER_EV_DIE);
     assert_int_equal(rec.seen[3].has_exit_code, 1);
     assert_int_equal(rec.seen[3].exit_code, 42);
     assert_string_equal(rec.seen[3].id, ID);
-    assert_int_equal(rec.seen[4].action, EV_DESTROY);
+    assert_int_equal(rec.seen[4].action, DOCKER_EV_DESTROY);
     free(r);
     free(text);
 }

@@ -44,7 +44,7 @@ setup(void **state)
         free(f);
         return -1;
     }
-    log_setup(LOG_DEBUG, LOG_TEXT);
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_TEXT);
     log_set_fd(f->fd);
     *state = f;
     return 0;
@@ -56,7 +56,7 @@ teardown(void **state)
     struct fixture *f = *state;
 
     log_set_fd(-1);
-    log_setup(LOG_INFO, LOG_TEXT);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
     close(f->fd);
     unlink(f->path);
     free(f->text);
@@ -201,8 +201,8 @@ test_level_filter(void **state)
 {
     struct fixture *f = *state;
 
-    log_setup(LOG_WARN, LOG_TEXT);
-    assert_int_equal(log_get_level(), LOG_WARN);
+    log_setup(LOG_LEVEL_WARN, LOG_FORMAT_TEXT);
+    assert_int_equal(log_get_level(), LOG_LEVEL_WARN);
     log_debug(NULL, "no");
     log_info(CID, "no");
     log_transition(CID, "a", "b", "no");
@@ -211,7 +211,7 @@ test_level_filter(void **state)
     log_error(NULL, "yes");
     assert_int_equal(count_lines(logged(f)), 2);
 
-    log_setup(LOG_ERROR, LOG_JSON);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_JSON);
     log_warn(NULL, "no");
     log_error(NULL, "yes");
     assert_int_equal(count_lines(logged(f)), 3);
@@ -224,7 +224,7 @@ test_json_record(void **state)
     struct json_node *root;
     const char *s;
 
-    log_setup(LOG_DEBUG, LOG_JSON);
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_JSON);
     log_warn(CID, "say \"%s\" \\ %s", "hi", "a\nb\t\001/é");
     s = logged(f);
     assert_int_equal(count_lines(s), 1);
@@ -246,8 +246,8 @@ test_json_levels_and_no_container(void **state)
     const char *line;
     int i;
 
-    log_setup(LOG_DEBUG, LOG_JSON);
-    for (i = LOG_DEBUG; i <= LOG_ERROR; i++)
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_JSON);
+    for (i = LOG_LEVEL_DEBUG; i <= LOG_LEVEL_ERROR; i++)
         log_msg((enum log_level)i, NULL, "m%d", i);
     line = logged(f);
     for (i = 0; i < 4; i++) {
@@ -272,7 +272,7 @@ test_json_transition(void **state)
     struct fixture *f = *state;
     struct json_node *root;
 
-    log_setup(LOG_INFO, LOG_JSON);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_JSON);
     log_transition(CID, "exited", "removing", "policy \"managed\"");
     logged(f);
     root = parse_line(f->text, f->len - 1);
@@ -292,7 +292,7 @@ test_json_invalid_utf8_still_valid(void **state)
     struct fixture *f = *state;
     struct json_node *root;
 
-    log_setup(LOG_INFO, LOG_JSON);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_JSON);
     log_info("\xff\xfe", "bad \xc3 \xed\xa0\x80 ok \xc3\xa9");
     logged(f);
     root = parse_line(f->text, f->len - 1);
@@ -340,7 +340,7 @@ test_long_message_json(void **state)
     const char *msg;
 
     /* Worst case for escaping: every byte becomes six. */
-    log_setup(LOG_INFO, LOG_JSON);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_JSON);
     log_info(CID, "%s", big);
     logged(f);
     assert_int_equal(count_lines(f->text), 1);
@@ -363,7 +363,7 @@ test_long_message_cut_inside_utf8(void **state)
     /* "é" straddles the cut at 8192 bytes. */
     for (i = 8191; i + 1 < 9000; i += 2)
         memcpy(big + i, "\xc3\xa9", 2);
-    log_setup(LOG_INFO, LOG_JSON);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_JSON);
     log_info(NULL, "%s", big);
     logged(f);
     root = parse_line(f->text, f->len - 1);
@@ -379,7 +379,7 @@ test_long_transition_fields(void **state)
     struct json_node *root;
     char *big = huge(20000, '"');
 
-    log_setup(LOG_INFO, LOG_JSON);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_JSON);
     log_transition(big, big, big, big);
     logged(f);
     assert_int_equal(count_lines(f->text), 1);
@@ -393,27 +393,27 @@ test_long_transition_fields(void **state)
 static void
 test_parse_names(void **state)
 {
-    enum log_level l = LOG_INFO;
-    enum log_format fm = LOG_TEXT;
+    enum log_level l = LOG_LEVEL_INFO;
+    enum log_format fm = LOG_FORMAT_TEXT;
 
     (void)state;
     assert_int_equal(log_level_parse("debug", &l), 0);
-    assert_int_equal(l, LOG_DEBUG);
+    assert_int_equal(l, LOG_LEVEL_DEBUG);
     assert_int_equal(log_level_parse("info", &l), 0);
-    assert_int_equal(l, LOG_INFO);
+    assert_int_equal(l, LOG_LEVEL_INFO);
     assert_int_equal(log_level_parse("warn", &l), 0);
-    assert_int_equal(l, LOG_WARN);
+    assert_int_equal(l, LOG_LEVEL_WARN);
     assert_int_equal(log_level_parse("error", &l), 0);
-    assert_int_equal(l, LOG_ERROR);
+    assert_int_equal(l, LOG_LEVEL_ERROR);
     assert_int_equal(log_level_parse("warning", &l), -1);
     assert_int_equal(log_level_parse("INFO", &l), -1);
     assert_int_equal(log_level_parse(NULL, &l), -1);
-    assert_int_equal(l, LOG_ERROR);
+    assert_int_equal(l, LOG_LEVEL_ERROR);
 
     assert_int_equal(log_format_parse("json", &fm), 0);
-    assert_int_equal(fm, LOG_JSON);
+    assert_int_equal(fm, LOG_FORMAT_JSON);
     assert_int_equal(log_format_parse("text", &fm), 0);
-    assert_int_equal(fm, LOG_TEXT);
+    assert_int_equal(fm, LOG_FORMAT_TEXT);
     assert_int_equal(log_format_parse("yaml", &fm), -1);
     assert_int_equal(log_format_parse(NULL, &fm), -1);
 }

@@ -339,7 +339,7 @@ srv_free(struct srv *s)
 
 struct rec {
     struct loop *l;
-    struct http_call *call;
+    struct loop_http_call *call;
     int nheaders;
     long hstatus;
     int ndata;
@@ -348,7 +348,7 @@ struct rec {
     size_t data_len;
     uint64_t first_data_ms, done_ms;
     int done;
-    enum http_error error;
+    enum loop_http_error error;
     long status;
     char *body; /* copy of the buffered body */
     size_t body_len;
@@ -381,7 +381,7 @@ rec_headers(long status, void *arg)
     }
 }
 
-static void rec_done(const struct http_response *res, void *arg);
+static void rec_done(const struct loop_http_resp *res, void *arg);
 
 static int
 rec_data(const char *buf, size_t len, void *arg)
@@ -399,7 +399,7 @@ rec_data(const char *buf, size_t len, void *arg)
         r->data[r->data_len] = '\0';
     }
     if (r->spawn_in_data && r->spawned == NULL) {
-        struct http_request req = {.url = r->spawn_url};
+        struct loop_http_req req = {.url = r->spawn_url};
 
         r->spawned = calloc(1, sizeof(*r->spawned));
         assert_non_null(r->spawned);
@@ -425,7 +425,7 @@ rec_data(const char *buf, size_t len, void *arg)
 }
 
 static void
-rec_done(const struct http_response *res, void *arg)
+rec_done(const struct loop_http_resp *res, void *arg)
 {
     struct rec *r = arg;
     const char *h;
@@ -447,7 +447,7 @@ rec_done(const struct http_response *res, void *arg)
     }
     if (res->errmsg != NULL)
         snprintf(r->errmsg, sizeof(r->errmsg), "%s", res->errmsg);
-    h = http_response_header(res, "x-TEST-header");
+    h = loop_http_header(res, "x-TEST-header");
     if (h != NULL) {
         r->header_found = 1;
         snprintf(r->header_val, sizeof(r->header_val), "%s", h);
@@ -525,7 +525,7 @@ t_get_buffered_tcp(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {.url = tcp_url(f, "/hello")};
+    struct loop_http_req req = {.url = tcp_url(f, "/hello")};
 
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
@@ -543,8 +543,8 @@ t_get_buffered_unix(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {.url = "http://localhost/hello",
-                               .unix_socket = f->s->sock};
+    struct loop_http_req req = {.url = "http://localhost/hello",
+                                .unix_socket = f->s->sock};
 
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
@@ -561,7 +561,7 @@ t_non_2xx_is_ok(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0}, r2 = {0};
-    struct http_request req = {.url = tcp_url(f, "/status/418")};
+    struct loop_http_req req = {.url = tcp_url(f, "/status/418")};
 
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
@@ -590,12 +590,12 @@ t_post_body_and_headers(void **state)
                           "Content-Type: application/json"};
     /* An embedded NUL: body_len, not strlen, is the length. */
     static const char body[] = "{\"a\":\"b\\\"q\"}\0tail";
-    struct http_request req = {.method = "POST",
-                               .url = tcp_url(f, "/echo"),
-                               .body = body,
-                               .body_len = 12,
-                               .headers = hdrs,
-                               .nheaders = 2};
+    struct loop_http_req req = {.method = "POST",
+                                .url = tcp_url(f, "/echo"),
+                                .body = body,
+                                .body_len = 12,
+                                .headers = hdrs,
+                                .nheaders = 2};
 
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
@@ -631,8 +631,8 @@ t_stream_in_order(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {.url = "http://localhost/stream",
-                               .unix_socket = f->s->sock};
+    struct loop_http_req req = {.url = "http://localhost/stream",
+                                .unix_socket = f->s->sock};
 
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
@@ -660,8 +660,8 @@ t_max_body(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0}, r2 = {0}, r3 = {0};
-    struct http_request req = {.url = tcp_url(f, "/big/100000"),
-                               .max_body = 1000};
+    struct loop_http_req req = {.url = tcp_url(f, "/big/100000"),
+                                .max_body = 1000};
 
     (void)state;
     r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
@@ -691,7 +691,7 @@ t_default_max_body(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {.url = tcp_url(f, "/big/1048576")};
+    struct loop_http_req req = {.url = tcp_url(f, "/big/1048576")};
     size_t i;
 
     (void)state;
@@ -724,7 +724,8 @@ t_timeout(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {.url = tcp_url(f, "/never"), .timeout_ms = 300};
+    struct loop_http_req req = {.url = tcp_url(f, "/never"),
+                                .timeout_ms = 300};
     uint64_t t0 = loop_now_ms(), el;
 
     (void)state;
@@ -748,8 +749,8 @@ t_connect_missing_unix(void **state)
     struct fx *f = fx_new();
     struct rec r = {0};
     char path[128];
-    struct http_request req = {.url = "http://localhost/hello",
-                               .unix_socket = path};
+    struct loop_http_req req = {.url = "http://localhost/hello",
+                                .unix_socket = path};
 
     (void)state;
     snprintf(path, sizeof(path), "%s/no-such.sock", f->s->dir);
@@ -770,7 +771,7 @@ t_connect_refused_tcp(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {0};
+    struct loop_http_req req = {0};
     struct sockaddr_in sin;
     socklen_t slen = sizeof(sin);
     char url[64];
@@ -798,7 +799,7 @@ t_data_abort(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {.abort_at_data = 1};
-    struct http_request req = {.url = tcp_url(f, "/stream")};
+    struct loop_http_req req = {.url = tcp_url(f, "/stream")};
 
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
@@ -822,9 +823,9 @@ t_cancel_in_data(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {.cancel_at_data = 1}, r2 = {.cancel_at_data = 2};
-    struct http_request req = {.url = tcp_url(f, "/stream")};
-    struct http_request ureq = {.url = "http://localhost/stream",
-                                .unix_socket = f->s->sock};
+    struct loop_http_req req = {.url = tcp_url(f, "/stream")};
+    struct loop_http_req ureq = {.url = "http://localhost/stream",
+                                 .unix_socket = f->s->sock};
 
     (void)state;
     r.call = loop_http(f->l, &req, rec_headers, rec_data, rec_done, &r);
@@ -852,9 +853,9 @@ t_cancel_in_headers(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {.cancel_in_headers = 1}, r2 = {.cancel_in_headers = 1};
-    struct http_request sreq = {.url = tcp_url(f, "/stream")};
-    struct http_request hreq = {.url = "http://localhost/hello",
-                                .unix_socket = f->s->sock};
+    struct loop_http_req sreq = {.url = tcp_url(f, "/stream")};
+    struct loop_http_req hreq = {.url = "http://localhost/hello",
+                                 .unix_socket = f->s->sock};
 
     (void)state;
     /* A stream (data follows) and a whole answer (body in the same
@@ -882,9 +883,9 @@ t_cancel_other_from_data(void **state)
 {
     struct fx *f = fx_new();
     struct rec victim = {0}, r = {0};
-    struct http_request never = {.url = tcp_url(f, "/never")};
-    struct http_request stream = {.url = "http://localhost/stream",
-                                  .unix_socket = f->s->sock};
+    struct loop_http_req never = {.url = tcp_url(f, "/never")};
+    struct loop_http_req stream = {.url = "http://localhost/stream",
+                                   .unix_socket = f->s->sock};
     struct nreq n = {f->s, 1};
 
     (void)state;
@@ -912,7 +913,7 @@ t_cancel_outside(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {0};
-    struct http_request req = {.url = tcp_url(f, "/never")};
+    struct loop_http_req req = {.url = tcp_url(f, "/never")};
     struct nreq n = {f->s, 1};
 
     (void)state;
@@ -939,7 +940,7 @@ t_spawn_from_data(void **state)
 {
     struct fx *f = fx_new();
     struct rec r = {.spawn_in_data = 1};
-    struct http_request req = {.url = tcp_url(f, "/stream")};
+    struct loop_http_req req = {.url = tcp_url(f, "/stream")};
     char hello[128];
 
     (void)state;
@@ -970,10 +971,10 @@ struct chain {
 };
 
 static void
-chain_done(const struct http_response *res, void *arg)
+chain_done(const struct loop_http_resp *res, void *arg)
 {
     struct chain *c = arg;
-    struct http_request req = {.url = c->url};
+    struct loop_http_req req = {.url = c->url};
 
     c->done++;
     c->last_status = res->status;
@@ -987,7 +988,7 @@ t_start_from_done(void **state)
 {
     struct fx *f = fx_new();
     struct chain c = {.l = f->l, .left = 5};
-    struct http_request req = {0};
+    struct loop_http_req req = {0};
 
     (void)state;
     c.url = tcp_url(f, "/hello");
@@ -1029,7 +1030,7 @@ t_concurrent(void **state)
     (void)state;
     assert_non_null(m);
     for (i = 0; i < NCONC; i++) {
-        struct http_request req = {0};
+        struct loop_http_req req = {0};
 
         /* Half over TCP, half over the unix socket. */
         if (i % 2 == 0) {
@@ -1090,11 +1091,11 @@ t_cap(void **state)
 {
     struct fx *f = fx_new();
     struct capped *m = calloc(1, sizeof(*m));
-    struct http_request req = {.url = "http://localhost/slow",
-                               .unix_socket = f->s->sock};
-    struct http_request stream = {.url = "http://localhost/stream",
-                                  .unix_socket = f->s->sock,
-                                  .stream = 1};
+    struct loop_http_req req = {.url = "http://localhost/slow",
+                                .unix_socket = f->s->sock};
+    struct loop_http_req stream = {.url = "http://localhost/stream",
+                                   .unix_socket = f->s->sock,
+                                   .stream = 1};
     int i;
 
     (void)state;
@@ -1142,7 +1143,7 @@ t_active_counts(void **state)
 {
     struct fx *f = fx_new();
     struct rec a = {0}, b = {0};
-    struct http_request req = {.url = tcp_url(f, "/hello")};
+    struct loop_http_req req = {.url = tcp_url(f, "/hello")};
 
     (void)state;
     assert_int_equal(loop_http_active(f->l), 0);
@@ -1164,24 +1165,22 @@ t_response_header(void **state)
     const char *lines[] = {"Content-Type: text/plain", "X-Test: short",
                            "X-Test-Header:   spaced value",
                            "Empty:", "content-length: 5"};
-    struct http_response res = {.header_lines = lines, .nheader_lines = 5};
+    struct loop_http_resp res = {.header_lines = lines, .nheader_lines = 5};
 
     (void)state;
-    assert_string_equal(http_response_header(&res, "content-type"),
-                        "text/plain");
-    assert_string_equal(http_response_header(&res, "CONTENT-TYPE"),
-                        "text/plain");
+    assert_string_equal(loop_http_header(&res, "content-type"), "text/plain");
+    assert_string_equal(loop_http_header(&res, "CONTENT-TYPE"), "text/plain");
     /* A prefix of another header's name is not that header. */
-    assert_string_equal(http_response_header(&res, "x-test"), "short");
-    assert_string_equal(http_response_header(&res, "X-TEST-HEADER"),
+    assert_string_equal(loop_http_header(&res, "x-test"), "short");
+    assert_string_equal(loop_http_header(&res, "X-TEST-HEADER"),
                         "spaced value");
-    assert_string_equal(http_response_header(&res, "Empty"), "");
-    assert_string_equal(http_response_header(&res, "Content-Length"), "5");
-    assert_null(http_response_header(&res, "X-Tes"));
-    assert_null(http_response_header(&res, "Content"));
-    assert_null(http_response_header(&res, "missing"));
+    assert_string_equal(loop_http_header(&res, "Empty"), "");
+    assert_string_equal(loop_http_header(&res, "Content-Length"), "5");
+    assert_null(loop_http_header(&res, "X-Tes"));
+    assert_null(loop_http_header(&res, "Content"));
+    assert_null(loop_http_header(&res, "missing"));
     res.nheader_lines = 0;
-    assert_null(http_response_header(&res, "content-type"));
+    assert_null(loop_http_header(&res, "content-type"));
 }
 
 /* Every kind of call still in flight when the loop goes: connected and
@@ -1192,9 +1191,9 @@ t_free_in_flight(void **state)
 {
     struct fx *f = fx_new();
     struct rec r[3] = {{0}};
-    struct http_request never = {.url = tcp_url(f, "/never")};
-    struct http_request stream = {.url = "http://localhost/stream",
-                                  .unix_socket = f->s->sock};
+    struct loop_http_req never = {.url = tcp_url(f, "/never")};
+    struct loop_http_req stream = {.url = "http://localhost/stream",
+                                   .unix_socket = f->s->sock};
     char hello[128];
     struct nreq n = {f->s, 3};
     int i;
@@ -1276,6 +1275,7 @@ main(void)
 
     signal(SIGPIPE, SIG_IGN); /* the server may write to a closed peer */
     tu_test_filters();
-    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    log_setup(getenv("TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR,
+              LOG_FORMAT_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

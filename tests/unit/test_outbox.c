@@ -421,6 +421,6 @@ main(void)
         cmocka_unit_test(t_disk_full_no_storm),
     };
 
-    log_setup(LOG_ERROR, LOG_TEXT);
+    log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

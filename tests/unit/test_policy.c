@@ -79,9 +79,9 @@ test_label_exact(void **state)
 {
     struct policy_set *set = *state;
     static const char *const kv[] = {"reapd.managed", "true", NULL};
-    struct label yes[] = {L("a", "b"), L("reapd.managed", "true")};
-    struct label other[] = {L("reapd.managed", "false")};
-    struct label prefix[] = {L("reapd.managed", "truex")};
+    struct policy_label yes[] = {L("a", "b"), L("reapd.managed", "true")};
+    struct policy_label other[] = {L("reapd.managed", "false")};
+    struct policy_label prefix[] = {L("reapd.managed", "truex")};
 
     add(set, "managed", POLICY_REMOVE, NULL, NULL, kv);
     assert_ptr_equal(policy_match(set, "/x", "img", yes, 2), &set->items[0]);
@@ -95,10 +95,10 @@ test_label_any(void **state)
 {
     struct policy_set *set = *state;
     static const char *const kv[] = {"titus.task_id", "*", NULL};
-    struct label some[] = {L("titus.task_id", "abc")};
-    struct label empty[] = {L("titus.task_id", "")};
-    struct label star[] = {L("titus.task_id", "*")};
-    struct label missing[] = {L("titus.task", "abc")};
+    struct policy_label some[] = {L("titus.task_id", "abc")};
+    struct policy_label empty[] = {L("titus.task_id", "")};
+    struct policy_label star[] = {L("titus.task_id", "*")};
+    struct policy_label missing[] = {L("titus.task", "abc")};
 
     add(set, "titus", POLICY_REMOVE, NULL, NULL, kv);
     assert_non_null(policy_match(set, NULL, NULL, some, 1));
@@ -113,7 +113,7 @@ test_label_exact_star_is_literal_in_container(void **state)
 {
     struct policy_set *set = *state;
     static const char *const kv[] = {"k", "v", NULL};
-    struct label star[] = {L("k", "*")};
+    struct policy_label star[] = {L("k", "*")};
 
     /* Only the policy's "*" is a wildcard, never the container's. */
     add(set, "p", POLICY_REMOVE, NULL, NULL, kv);
@@ -168,8 +168,8 @@ test_all_conditions(void **state)
 {
     struct policy_set *set = *state;
     static const char *const kv[] = {"a", "1", "b", "*", NULL};
-    struct label both[] = {L("b", "x"), L("a", "1")};
-    struct label only_a[] = {L("a", "1")};
+    struct policy_label both[] = {L("b", "x"), L("a", "1")};
+    struct policy_label only_a[] = {L("a", "1")};
 
     add(set, "all", POLICY_REMOVE, "web-*", "nginx:*", kv);
     assert_non_null(policy_match(set, "/web-1", "nginx:1", both, 2));
@@ -184,8 +184,8 @@ test_first_match_wins(void **state)
     struct policy_set *set = *state;
     static const char *const debug[] = {"debug", "true", NULL};
     static const char *const task[] = {"task", "*", NULL};
-    struct label dbg[] = {L("task", "t1"), L("debug", "true")};
-    struct label plain[] = {L("task", "t1")};
+    struct policy_label dbg[] = {L("task", "t1"), L("debug", "true")};
+    struct policy_label plain[] = {L("task", "t1")};
     const struct policy *m = NULL;
 
     add(set, "keep-debug", POLICY_KEEP, NULL, NULL, debug);

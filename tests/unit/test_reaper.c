@@ -1034,6 +1034,7 @@ main(void)
 
     signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */
     tu_test_filters();
-    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    log_setup(getenv("TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR,
+              LOG_FORMAT_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

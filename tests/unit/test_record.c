@@ -19,7 +19,7 @@
 #include "testutil.h"
 
 static void
-sample(struct lc *c, struct record_meta *m, struct label *labels)
+sample(struct lc *c, struct record_meta *m, struct policy_label *labels)
 {
     struct lc_params p = {
         .action = POLICY_REMOVE,
@@ -73,7 +73,7 @@ t_round_trip(void **state)
 {
     struct lc c;
     struct record_meta m;
-    struct label labels[2];
+    struct policy_label labels[2];
     char err[256];
     size_t len;
     char *json;
@@ -166,7 +166,7 @@ t_every_prefix_refused(void **state)
 {
     struct lc c;
     struct record_meta m;
-    struct label labels[2];
+    struct policy_label labels[2];
     char err[256];
     size_t len, i;
     char *json;
@@ -241,7 +241,7 @@ t_at_bounds(void **state)
 {
     struct lc c;
     struct record_meta m;
-    struct label two[2];
+    struct policy_label two[2];
     struct tu_labset ls = {0};
     struct record *r;
     const struct record_meta *bm;
@@ -290,7 +290,7 @@ t_over_bounds(void **state)
 {
     struct lc c;
     struct record_meta m;
-    struct label two[2];
+    struct policy_label two[2];
     struct tu_labset ls = {0};
     struct record *r;
     const struct record_meta *bm;

@@ -59,7 +59,7 @@ static const char *const CONTRACT_KEYS[] = {
     "anomalies",
 };
 
-static const struct label LABELS[] = {
+static const struct policy_label LABELS[] = {
     {"reapd.managed", "true"},
     {"team", "infra"},
 };
@@ -319,8 +319,8 @@ t_escaping(void **state)
     (void)state;
     for (i = 0; i < sizeof(nasty) / sizeof(nasty[0]); i++) {
         struct report r = full_report();
-        struct label lab[2] = {{(char *)nasty[i], (char *)nasty[i]},
-                               {"plain", (char *)nasty[i]}};
+        struct policy_label lab[2] = {{(char *)nasty[i], (char *)nasty[i]},
+                                      {"plain", (char *)nasty[i]}};
         const char *an[1] = {nasty[i]};
         struct json_node *root;
         const struct json_node *l;
@@ -355,7 +355,7 @@ static void
 t_many_labels(void **state)
 {
     struct report r = full_report();
-    struct label *lab = calloc(300, sizeof(*lab));
+    struct policy_label *lab = calloc(300, sizeof(*lab));
     char(*keys)[16] = calloc(300, 16);
     struct json_node *root;
     const struct json_node *l;
@@ -1412,6 +1412,7 @@ main(void)
     /* Going over RLIMIT_FSIZE must fail a write, not kill the test. */
     signal(SIGXFSZ, SIG_IGN);
     tu_test_filters();
-    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    log_setup(getenv("TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR,
+              LOG_FORMAT_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

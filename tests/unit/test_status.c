@@ -102,7 +102,7 @@ tracked(struct h *h, const void *arg)
 
 struct resp {
     int done;
-    enum http_error error;
+    enum loop_http_error error;
     long status;
     char *body;
     size_t len;
@@ -113,7 +113,7 @@ struct resp {
 };
 
 static void
-on_done(const struct http_response *res, void *arg)
+on_done(const struct loop_http_resp *res, void *arg)
 {
     struct resp *r = arg;
     const char *v;
@@ -126,13 +126,13 @@ on_done(const struct http_response *res, void *arg)
     memcpy(r->body, res->body != NULL ? res->body : "", res->body_len);
     r->body[res->body_len] = '\0';
     r->len = res->body_len;
-    v = http_response_header(res, "Content-Type");
+    v = loop_http_header(res, "Content-Type");
     snprintf(r->ctype, sizeof(r->ctype), "%s", v ? v : "");
-    v = http_response_header(res, "Allow");
+    v = loop_http_header(res, "Allow");
     snprintf(r->allow, sizeof(r->allow), "%s", v ? v : "");
-    v = http_response_header(res, "WWW-Authenticate");
+    v = loop_http_header(res, "WWW-Authenticate");
     snprintf(r->www, sizeof(r->www), "%s", v ? v : "");
-    v = http_response_header(res, "Connection");
+    v = loop_http_header(res, "Connection");
     snprintf(r->conn, sizeof(r->conn), "%s", v ? v : "");
 }
 
@@ -149,7 +149,7 @@ request_full(struct h *h, const char *method, const char *path,
              struct resp *r)
 {
     char url[8192 + 256];
-    struct http_request req = {0};
+    struct loop_http_req req = {0};
 
     memset(r, 0, sizeof(*r));
     if (h->ssock[0] != '\0') {
@@ -893,7 +893,7 @@ t_concurrent_requests(void **state)
     (void)state;
     snprintf(url, sizeof(url), "http://127.0.0.1:%d/metrics", h->port);
     for (i = 0; i < 20; i++) {
-        struct http_request req = {.url = url, .timeout_ms = 3000};
+        struct loop_http_req req = {.url = url, .timeout_ms = 3000};
 
         memset(&r[i], 0, sizeof(r[i]));
         assert_non_null(
@@ -1073,7 +1073,7 @@ t_ipv6_listen(void **state)
     struct h *h = h_base();
     char listen[64], url[96];
     struct resp r = {0};
-    struct http_request req = {0};
+    struct loop_http_req req = {0};
     int fd = socket(AF_INET6, SOCK_STREAM, 0);
     struct sockaddr_in6 sin6;
 
@@ -1933,7 +1933,7 @@ t_regress_accept_errors_pause(void **state)
     snprintf(logpath, sizeof(logpath), "%s/log", h->reapd.dir);
     logfd = open(logpath, O_RDWR | O_CREAT | O_TRUNC, 0600);
     assert_true(logfd >= 0);
-    log_setup(LOG_INFO, LOG_TEXT);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
     log_set_fd(logfd);
     /* Every descriptor below the lowest free one is in use: a limit
      * there leaves accept() nothing. */
@@ -1947,7 +1947,7 @@ t_regress_accept_errors_pause(void **state)
         passes++;
     assert_int_equal(setrlimit(RLIMIT_NOFILE, &saved_nofile), 0);
     log_set_fd(-1);
-    log_setup(level, LOG_TEXT);
+    log_setup(level, LOG_FORMAT_TEXT);
     /* About 100 passes of tu_turn's 10 ms wait and 4 resumes; a spinning
      * loop makes tens of thousands. */
     if (passes > 400)
@@ -2012,6 +2012,7 @@ main(void)
 
     signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
     tu_test_filters();
-    log_setup(getenv("TEST_DEBUG") ? LOG_DEBUG : LOG_ERROR, LOG_TEXT);
+    log_setup(getenv("TEST_DEBUG") ? LOG_LEVEL_DEBUG : LOG_LEVEL_ERROR,
+              LOG_FORMAT_TEXT);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -397,7 +397,7 @@ srv_count(const struct srv *s, const char *idem)
 
 /* ---- the caller's side ------------------------------------------------ */
 
-enum ev_kind { EV_DELIVERED, EV_RETRY, EV_DEAD };
+enum ev_kind { GOT_DELIVERED, GOT_RETRY, GOT_DEAD };
 
 struct ev {
     enum ev_kind kind;
@@ -414,7 +414,7 @@ struct fx {
     struct srv *s;
     struct upstream *u;
     struct upstream_opts o;
-    struct header hdrs[2];
+    struct config_header hdrs[2];
     char url[128];
     struct ev evs[MAX_EVS];
     int nevs, ndelivered, nretry, ndead;
@@ -459,7 +459,7 @@ cb_delivered(const struct upstream_outcome *o, void *arg)
 
     f->ndelivered++;
     assert_string_equal(o->error, "");
-    record(f, EV_DELIVERED, o);
+    record(f, GOT_DELIVERED, o);
     if (f->u != NULL && f->ndelivered < f->chain) {
         char rid[32], body[128];
 
@@ -478,7 +478,7 @@ cb_retry(const struct upstream_outcome *o, void *arg)
 
     f->nretry++;
     assert_true(o->error[0] != '\0');
-    record(f, EV_RETRY, o);
+    record(f, GOT_RETRY, o);
 }
 
 static void
@@ -488,7 +488,7 @@ cb_dead(const struct upstream_outcome *o, void *arg)
 
     f->ndead++;
     assert_true(o->error[0] != '\0');
-    record(f, EV_DEAD, o);
+    record(f, GOT_DEAD, o);
 }
 
 static const struct upstream_cbs cbs = {cb_delivered, cb_retry, cb_dead};
@@ -503,7 +503,7 @@ fx_new(void)
     snprintf(f->logpath, sizeof(f->logpath), "/tmp/reapd-upstream-XXXXXX");
     f->logfd = mkstemp(f->logpath);
     assert_true(f->logfd >= 0);
-    log_setup(LOG_DEBUG, LOG_TEXT);
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_TEXT);
     log_set_fd(f->logfd);
     f->l = loop_new();
     assert_non_null(f->l);
@@ -568,7 +568,7 @@ fx_free(struct fx *f)
         assert_null(strstr(f->evs[i].error, TAG2));
     }
     log_set_fd(-1);
-    log_setup(LOG_INFO, LOG_TEXT);
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
     close(f->logfd);
     unlink(f->logpath);
     free(f);
@@ -644,7 +644,7 @@ last_final(const struct fx *f)
     int i;
 
     for (i = f->nevs - 1; i >= 0; i--)
-        if (f->evs[i].kind != EV_RETRY)
+        if (f->evs[i].kind != GOT_RETRY)
             return &f->evs[i];
     fail_msg("no final outcome");
     return NULL;
@@ -692,7 +692,7 @@ t_delivered_once(void **state)
     assert_int_equal(r->body_len, strlen(body));
     assert_memory_equal(r->body, body, strlen(body));
 
-    assert_int_equal(f->evs[0].kind, EV_DELIVERED);
+    assert_int_equal(f->evs[0].kind, GOT_DELIVERED);
     assert_string_equal(f->evs[0].rid, rid);
     assert_string_equal(f->evs[0].cid, cid);
     assert_int_equal(f->evs[0].attempts, 1);
@@ -724,7 +724,7 @@ t_2xx_no_token(void **state)
         snprintf(rid, sizeof(rid), "r%zu", i);
         submit(f, rid, "c");
         wait_final(f, (int)i + 1, 3000);
-        assert_int_equal(last_final(f)->kind, EV_DELIVERED);
+        assert_int_equal(last_final(f)->kind, GOT_DELIVERED);
         assert_int_equal(last_final(f)->status, codes[i]);
     }
     assert_int_equal(f->s->nreqs, 4);
@@ -757,7 +757,7 @@ t_retry_503_then_200(void **state)
         uint64_t d = i == 0 ? 40 : i == 1 ? 80 : 100;
         uint64_t gap = f->s->reqs[i + 1].at_ms - f->s->reqs[i].at_ms;
 
-        assert_int_equal(e->kind, EV_RETRY);
+        assert_int_equal(e->kind, GOT_RETRY);
         assert_string_equal(e->rid, "r1");
         assert_int_equal(e->attempts, (unsigned)i + 1);
         assert_int_equal(e->status, 503);
@@ -769,7 +769,7 @@ t_retry_503_then_200(void **state)
             fail_msg("attempt %d: gap %llu ms, delay %llu ms", i + 2,
                      (unsigned long long)gap, (unsigned long long)e->delay_ms);
     }
-    assert_int_equal(f->evs[3].kind, EV_DELIVERED);
+    assert_int_equal(f->evs[3].kind, GOT_DELIVERED);
     assert_int_equal(f->evs[3].attempts, 4);
     /* Every attempt is the same report under the same key. */
     for (i = 1; i < 4; i++) {
@@ -837,7 +837,7 @@ t_status_classes(void **state)
         wait_final(f, ++n, 3000);
         assert_int_equal(f->nretry, before + 1);
         assert_int_equal(f->evs[f->nevs - 2].status, retried[i]);
-        assert_int_equal(last_final(f)->kind, EV_DELIVERED);
+        assert_int_equal(last_final(f)->kind, GOT_DELIVERED);
         assert_int_equal(last_final(f)->attempts, 2);
     }
     for (i = 0; i < (int)(sizeof(dead) / sizeof(dead[0])); i++) {
@@ -847,7 +847,7 @@ t_status_classes(void **state)
         snprintf(rid, sizeof(rid), "dead%d", i);
         submit(f, rid, "c");
         wait_final(f, ++n, 3000);
-        assert_int_equal(last_final(f)->kind, EV_DEAD);
+        assert_int_equal(last_final(f)->kind, GOT_DEAD);
         assert_int_equal(last_final(f)->status, dead[i]);
         assert_int_equal(f->s->nreqs, reqs + 1);
     }
@@ -874,7 +874,7 @@ check_retry_after(struct fx *f, int code, const char *ra, uint64_t lo,
     wait_final(f, f->ndelivered + f->ndead + 1, 5000);
     assert_int_equal(f->nretry, retries + 1);
     e = &f->evs[f->nevs - 2];
-    assert_int_equal(e->kind, EV_RETRY);
+    assert_int_equal(e->kind, GOT_RETRY);
     assert_int_equal(e->status, code);
     if (e->delay_ms < lo || e->delay_ms > hi)
         fail_msg("%d Retry-After \"%s\": delay %llu, want %llu..%llu", code,
@@ -936,7 +936,7 @@ t_hang_timeout(void **state)
     assert_true(f->evs[0].at_ms - t0 < 2000);
     f->s->mode = M_ANSWER;
     wait_final(f, 1, 3000);
-    assert_int_equal(last_final(f)->kind, EV_DELIVERED);
+    assert_int_equal(last_final(f)->kind, GOT_DELIVERED);
     assert_int_equal(last_final(f)->attempts, 2);
     fx_free(f);
 }
@@ -955,7 +955,7 @@ t_reset(void **state)
     assert_true(strncmp(f->evs[0].error, "transfer: ", 10) == 0);
     f->s->mode = M_ANSWER;
     wait_final(f, 1, 3000);
-    assert_int_equal(last_final(f)->kind, EV_DELIVERED);
+    assert_int_equal(last_final(f)->kind, GOT_DELIVERED);
     assert_true(last_final(f)->attempts >= 3);
     fx_free(f);
 }
@@ -987,7 +987,7 @@ t_refused_then_update(void **state)
     f->o.token = TOKEN2;
     assert_int_equal(upstream_update(f->u, &f->o, err, sizeof(err)), 0);
     wait_final(f, 1, 3000);
-    assert_int_equal(last_final(f)->kind, EV_DELIVERED);
+    assert_int_equal(last_final(f)->kind, GOT_DELIVERED);
     assert_string_equal(f->s->reqs[0].auth, "Bearer " TOKEN2);
     assert_string_equal(f->s->reqs[0].idem, "r1");
     fx_free(f);
@@ -1045,12 +1045,12 @@ t_big_answers(void **state)
     fx_start(f);
     submit(f, "r1", "c1");
     wait_final(f, 1, 5000);
-    assert_int_equal(last_final(f)->kind, EV_DELIVERED);
+    assert_int_equal(last_final(f)->kind, GOT_DELIVERED);
     assert_int_equal(last_final(f)->attempts, 1);
     f->s->code = 400;
     submit(f, "r2", "c1");
     wait_final(f, 2, 5000);
-    assert_int_equal(last_final(f)->kind, EV_DEAD);
+    assert_int_equal(last_final(f)->kind, GOT_DEAD);
     assert_int_equal(last_final(f)->status, 400);
     assert_true(strncmp(last_final(f)->error, "HTTP 400: xxxx", 14) == 0);
     assert_true(strlen(last_final(f)->error) < 200);
@@ -1112,17 +1112,17 @@ t_order_per_container(void **state)
     assert_int_equal(srv_count(f->s, "a2"), 0);
     srv_release(f->s, "a1", 200);
     TU_RUN_UNTIL(f->l, is_held(f, "a2"), 3000);
-    assert_true(final_index(f, "a1", EV_DELIVERED) >= 0);
+    assert_true(final_index(f, "a1", GOT_DELIVERED) >= 0);
     /* A dead letter lets the next one go too. */
     srv_release(f->s, "a2", 400);
     TU_RUN_UNTIL(f->l, is_held(f, "a3"), 3000);
-    assert_true(final_index(f, "a2", EV_DEAD) >= 0);
+    assert_true(final_index(f, "a2", GOT_DEAD) >= 0);
     srv_release(f->s, "a3", 200);
     wait_final(f, 5, 3000);
-    assert_true(final_index(f, "a1", EV_DELIVERED) <
-                final_index(f, "a2", EV_DEAD));
-    assert_true(final_index(f, "a2", EV_DEAD) <
-                final_index(f, "a3", EV_DELIVERED));
+    assert_true(final_index(f, "a1", GOT_DELIVERED) <
+                final_index(f, "a2", GOT_DEAD));
+    assert_true(final_index(f, "a2", GOT_DEAD) <
+                final_index(f, "a3", GOT_DELIVERED));
     assert_int_equal(f->s->violations, 0);
     assert_int_equal(srv_count(f->s, "a1"), 2);
     assert_int_equal(srv_count(f->s, "a2"), 1);
@@ -1169,8 +1169,8 @@ t_order_random(void **state)
             int d, x;
 
             snprintf(rid, sizeof(rid), "c%d-%d", c, k);
-            d = final_index(f, rid, EV_DELIVERED);
-            x = final_index(f, rid, EV_DEAD);
+            d = final_index(f, rid, GOT_DELIVERED);
+            x = final_index(f, rid, GOT_DEAD);
             /* Exactly one final outcome, in submit order. */
             assert_true((d >= 0) != (x >= 0));
             assert_true((d >= 0 ? d : x) > prev);
@@ -1190,7 +1190,7 @@ t_order_random(void **state)
     }
     assert_int_equal(total, NC * NR);
     for (i = 0; i < f->nevs; i++)
-        if (f->evs[i].kind != EV_RETRY)
+        if (f->evs[i].kind != GOT_RETRY)
             attempts += (int)f->evs[i].attempts;
     assert_int_equal(attempts, f->s->nreqs);
     fx_free(f);
@@ -1292,7 +1292,7 @@ t_token_never_shown(void **state)
     submit(f, "r1", "c1");
     wait_final(f, 1, 3000);
     assert_int_equal(f->nretry, 2);
-    assert_int_equal(last_final(f)->kind, EV_DEAD);
+    assert_int_equal(last_final(f)->kind, GOT_DEAD);
     assert_int_equal(last_final(f)->status, 401);
     /* The upstream quoted it back; the error shows where, not what. */
     assert_string_equal(last_final(f)->error, "HTTP 401: you sent "
@@ -1493,7 +1493,8 @@ static void
 t_bad_options(void **state)
 {
     struct fx *f = fx_new();
-    struct header h[2] = {{"Authorization", "Basic SeCrEt"}, {"X", "y"}};
+    struct config_header h[2] = {{"Authorization", "Basic SeCrEt"},
+                                 {"X", "y"}};
     struct upstream_opts keep = f->o;
 
     (void)state;
