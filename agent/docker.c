@@ -90,13 +90,13 @@ docker_valid_id(const char *s)
 
     if (s == NULL)
         return false;
-    for (i = 0; i < 64; i++) {
+    for (i = 0; i < CTR_ID_LEN; i++) {
         char ch = s[i];
 
         if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f')))
             return false;
     }
-    return s[64] == '\0';
+    return s[CTR_ID_LEN] == '\0';
 }
 
 /* ---- parsing ---------------------------------------------------------- */
@@ -520,7 +520,7 @@ inspect_from(struct json_node *root, const struct docker_doc *doc,
     }
     c = &p->items[0];
     p->n = 1;
-    memcpy(c->id, id, 65);
+    memcpy(c->id, id, CTR_ID_SIZE);
     nm = json_get(root, "Name");
     name = cstr(nm);
     c->name = name != NULL && name[0] == '/' ? name + 1 : name;
@@ -587,7 +587,7 @@ list_from(struct json_node *root, const struct docker_doc *doc,
             log_warn(NULL, "list: skipping an entry with a bad Id or State");
             continue;
         }
-        memcpy(c->id, id, 65);
+        memcpy(c->id, id, CTR_ID_SIZE);
         names = json_get(it, "Names");
         if (names != NULL && names->type == JSON_ARRAY && names->count > 0)
             nm = names->items[0];

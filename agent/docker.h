@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bounds.h"
 #include "events.h"
 #include "lifecycle.h"
 #include "policy.h"
@@ -44,7 +45,7 @@ enum docker_status {
 /* One container as list or inspect describes it. All owned by the
  * docker module; valid during the callback only. */
 struct docker_container {
-    char id[65];
+    char id[CTR_ID_SIZE];
     const char *name;  /* without the leading "/"; may be NULL */
     const char *image; /* Config.Image (inspect) or Image (list) */
     const struct policy_label *labels;

@@ -108,9 +108,9 @@ events_valid_id(const struct json_node *n)
 {
     size_t i;
 
-    if (n == NULL || n->type != JSON_STRING || n->len != 64)
+    if (n == NULL || n->type != JSON_STRING || n->len != CTR_ID_LEN)
         return 0;
-    for (i = 0; i < 64; i++)
+    for (i = 0; i < CTR_ID_LEN; i++)
         if (!((n->str[i] >= '0' && n->str[i] <= '9') ||
               (n->str[i] >= 'a' && n->str[i] <= 'f')))
             return 0;

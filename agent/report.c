@@ -624,7 +624,8 @@ static const struct json_limits line_limits = {.max_bytes = REPORT_LINE_MAX,
                                                .max_string = READ_STRING};
 
 int
-report_line_ids(const char *line, size_t len, char id[33], char cid[65])
+report_line_ids(const char *line, size_t len, char id[33],
+                char cid[CTR_ID_SIZE])
 {
     char err[64] = "";
     struct json_node *root =

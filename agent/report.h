@@ -162,7 +162,8 @@ int report_log_replay(struct report_log *rl, int64_t from, report_line_cb cb,
  * reads any line report_to_json can make (the bounds of bounds.h, and
  * never less than what earlier versions wrote). 0, -1 if the line is
  * not a report, or -2 if memory ran out (the line may be fine). */
-int report_line_ids(const char *line, size_t len, char id[33], char cid[65]);
+int report_line_ids(const char *line, size_t len, char id[33],
+                    char cid[CTR_ID_SIZE]);
 
 /* Whether a report line says its container was removed: 1 if its
  * `removed` is true, 0 if false, null or missing, -1 if the line is not
