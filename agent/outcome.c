@@ -219,7 +219,9 @@ outcome_report(struct rec *c)
         rc = persist_store_report(r, rep.report_id, c->id, json, len);
         store_set_journaled(r->store, r->rl != NULL);
         if (rc != 0) {
-            persist_keep_unsaved(r, rep.report_id, c->id, json, len);
+            persist_keep_unsaved(r, rep.report_id, c->id, json, len,
+                                 !journaled);
+            c->report_only_in_memory = !journaled;
             free(json);
             return true;
         }

@@ -39,6 +39,9 @@ struct unsaved {
     char *json;
     size_t len;
     int64_t made_ms; /* when it was kept (as the store's created_ms) */
+    /* Not in reports.jsonl either: this is the report's only copy, and
+     * the container's stored record stays until the store takes it. */
+    bool only_copy;
 };
 
 #define PRUNE_INTERVAL_S 600
@@ -74,10 +77,11 @@ persist_cleanup(struct reaper *r)
 
         ps->unsaved = u->next;
         log_error(u->container_id,
-                  "report %s not stored at exit; it is "
-                  "in reports.jsonl and will be made "
+                  "report %s not stored at exit; %s, and it will be made "
                   "again after the restart",
-                  u->report_id);
+                  u->report_id,
+                  u->only_copy ? "the container's record stays"
+                               : "it is in reports.jsonl");
         free(u->json);
         free(u);
     }
@@ -225,7 +229,7 @@ on_journal_line(const char *line, size_t len, void *arg)
         return; /* the usual case: the checkpoint lagged a little */
     persist_result(r, rc, "storing a recovered report");
     if (rc < 0) {
-        persist_keep_unsaved(r, id, cid, line, len);
+        persist_keep_unsaved(r, id, cid, line, len, false);
         return;
     }
     rp->recovered++;
@@ -309,7 +313,7 @@ on_prune(evutil_socket_t fd, short what, void *arg)
 
 void
 persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
-                     const char *json, size_t len)
+                     const char *json, size_t len, bool only_copy)
 {
     struct unsaved *u;
 
@@ -317,12 +321,14 @@ persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
         (u->json = malloc(len + 1)) == NULL) {
         if (r->ps.nunsaved < MAX_UNSAVED)
             free(u);
-        log_error(cid,
-                  "report %s could not be stored nor kept in memory; "
-                  "it is only in reports.jsonl",
-                  id);
+        log_error(cid, "report %s could not be stored nor kept in memory; %s",
+                  id,
+                  only_copy ? "the container's record stays, and the report "
+                              "is made again at the next start"
+                            : "it is only in reports.jsonl");
         return;
     }
+    u->only_copy = only_copy;
     snprintf(u->report_id, sizeof(u->report_id), "%s", id);
     snprintf(u->container_id, sizeof(u->container_id), "%s", cid);
     memcpy(u->json, json, len);
@@ -347,11 +353,23 @@ on_store_retry(evutil_socket_t fd, short what, void *arg)
     (void)what;
     while (r->ps.unsaved != NULL) {
         struct unsaved *u = r->ps.unsaved;
+        int rc;
 
-        if (persist_store_report(r, u->report_id, u->container_id, u->json,
-                                 u->len) != 0) {
+        /* The only copy: the store's commit is synced. */
+        store_set_journaled(r->store, r->rl != NULL && !u->only_copy);
+        rc = persist_store_report(r, u->report_id, u->container_id, u->json,
+                                  u->len);
+        store_set_journaled(r->store, r->rl != NULL);
+        if (rc != 0) {
             arm_store_retry(r);
             return;
+        }
+        /* The record kept for it can go, unless the container is tracked
+         * again (a kept one that ran anew). */
+        if (u->only_copy && ctable_find(&r->tab, u->container_id) == NULL) {
+            persist_result(r,
+                           store_delete_container(r->store, u->container_id),
+                           "saving container records");
         }
         r->ps.unsaved = u->next;
         if (r->ps.unsaved == NULL)
@@ -590,6 +608,14 @@ persist_start(struct reaper *r)
 void
 persist_forget(struct rec *c)
 {
+    if (c->report_only_in_memory && c->persisted) {
+        /* Its report waits in memory for the store (the disk full), in
+         * no file: killed now, reapd would lose it. The record stays, so
+         * that the next start makes the report again (same id). */
+        log_warn(c->id, "its report is only in memory (the state's disk "
+                        "full): its record stays until the report is stored");
+        return;
+    }
     if (c->persisted && c->r->store != NULL) {
         persist_result(c->r, store_delete_container(c->r->store, c->id),
                        "saving container records");

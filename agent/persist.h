@@ -71,9 +71,12 @@ void persist_forget(struct rec *c);
 int persist_store_report(struct reaper *r, const char *id, const char *cid,
                          const char *json, size_t len);
 /* Keeps a copy of a report the store could not take, retried until it
- * does; said when even that fails (it is then only in reports.jsonl). */
+ * does; said when even that fails. `only_copy`: the report is not in
+ * reports.jsonl either (its append failed too); the container's stored
+ * record then stays until the store takes the report (the caller marks
+ * the record: c->report_only_in_memory). */
 void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
-                          const char *json, size_t len);
+                          const char *json, size_t len, bool only_copy);
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush). */
 void persist_journal_stored(struct reaper *r);

@@ -82,6 +82,9 @@ struct rec {
      * this timer; the record is forgotten only after it. */
     struct event *again;
     bool report_due, forget_due;
+    /* Its report is in neither reports.jsonl nor the store (the disk
+     * full): its stored record is not deleted when it is forgotten. */
+    bool report_only_in_memory;
 
     bool slot_queued, slot_held;
     struct rec *qprev, *qnext;

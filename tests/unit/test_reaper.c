@@ -930,6 +930,59 @@ t_no_delete_before_record_durable(void **state)
     h_free(h);
 }
 
+/* A report that reached neither reports.jsonl nor the store (the disk
+ * full: here a run without the journal, and the database capped at its
+ * size) waits in memory; the container's record must then stay in the
+ * store, or reapd killed before the disk frees up would have nothing
+ * left of that exit. The next start makes the report again. (Found by
+ * the chaos soak: an exit lost.) */
+static void
+t_report_only_in_memory_keeps_record(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct report_log *rl = h->rl;
+    char labels[8192];
+    const struct json_node *rep;
+
+    (void)state;
+    /* A report bigger than a page: it needs pages the cap refuses. */
+    snprintf(labels, sizeof(labels),
+             "{\"reapd.managed\":\"true\",\"big\":\"%06000d\"}", 7);
+    fake_engine_add(h->fe, A, "only-in-memory", labels, NULL, 1);
+    tu_run_for(h->l, 200);
+    assert_true(has_record(st, A));
+    /* The next run cannot write its journal. */
+    h_stop(h);
+    h->rl = NULL;
+    h_restart(h, st);
+    h->rl = rl;
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
+    fake_engine_delay(h->fe, FAKE_DELETE, 300, NULL);
+    fake_engine_exit(h->fe, A, 9, 9);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == 1, 3000);
+    /* The record is on disk; now the store takes nothing new. */
+    assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
+    TU_RUN_UNTIL(h->l, !fake_engine_has(h->fe, A), 3000);
+    tu_run_for(h->l, 500);
+    assert_false(has_report(h, A));
+    assert_true(has_record(st, A));
+
+    /* Killed; room again; the next start reports it. */
+    h_stop(h);
+    assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
+    h_restart(h, st);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 9);
+    assert_true(is_true(rep, "removed"));
+    tu_run_for(h->l, 300);
+    assert_int_equal(h->nreports, 1);
+    assert_false(has_record(st, A));
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* reports.jsonl is the journal of reports: a line the store lost (a
  * power loss undid its commit, which skipped the fsync) is stored again at
  * startup, to be delivered; lines the store has are left alone; a
@@ -1010,6 +1063,7 @@ main(void)
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_checkpoint_held_while_discovering),
+        cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
         cmocka_unit_test(t_no_delete_before_record_durable),
