@@ -296,7 +296,7 @@ tu_rm_store(const char *dir)
 /* ---- processes ---------------------------------------------------------- */
 
 int
-tu_fork(int (*child)(void *arg), void *arg)
+tu_fork_status(int (*child)(void *arg), void *arg)
 {
     pid_t pid;
     int st = 0;
@@ -313,6 +313,14 @@ tu_fork(int (*child)(void *arg), void *arg)
         _exit(child(arg));
     }
     assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+int
+tu_fork(int (*child)(void *arg), void *arg)
+{
+    int st = tu_fork_status(child, arg);
+
     if (WIFSIGNALED(st))
         fail_msg("the child died of signal %d (%s)", WTERMSIG(st),
                  strsignal(WTERMSIG(st)));

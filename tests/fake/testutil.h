@@ -152,6 +152,9 @@ void tu_rm_store(const char *dir);
  * fails the test if the child was killed by a signal.
  */
 int tu_fork(int (*child)(void *arg), void *arg);
+/* The same, without judging: the child's wait status (WIFSIGNALED...),
+ * for a caller that must clean up before it fails. */
+int tu_fork_status(int (*child)(void *arg), void *arg);
 
 /* No file of this process can grow any more (RLIMIT_FSIZE 0, SIGXFSZ
  * ignored), as on a full disk: for a child of tu_fork(). The limit it

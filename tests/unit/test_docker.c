@@ -1724,8 +1724,9 @@ t_e2e_rejected_events(void **state)
  * assertion may run in the child (it would resume the test runner there).
  */
 static int
-stop_from_event_child(const char *dir)
+stop_from_event_child(void *arg)
 {
+    const char *dir = arg;
     struct e2e e;
     uint64_t deadline;
     int rc = 0;
@@ -1761,8 +1762,7 @@ stop_from_event_child(const char *dir)
 static void
 t_regress_stop_watch_from_on_event(void **state)
 {
-    pid_t pid;
-    int st = 0;
+    int st;
     char dir[64], sock[96];
 
     (void)state;
@@ -1770,19 +1770,7 @@ t_regress_stop_watch_from_on_event(void **state)
     snprintf(dir, sizeof(dir), "/tmp/reapd-docker-XXXXXX");
     assert_non_null(mkdtemp(dir));
     snprintf(sock, sizeof(sock), "%s/docker.sock", dir);
-    fflush(NULL);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        /* cmocka's handlers would resume the test runner in the child. */
-        signal(SIGSEGV, SIG_DFL);
-        signal(SIGABRT, SIG_DFL);
-        signal(SIGBUS, SIG_DFL);
-        signal(SIGILL, SIG_DFL);
-        signal(SIGFPE, SIG_DFL);
-        _exit(stop_from_event_child(dir));
-    }
-    assert_int_equal(waitpid(pid, &st, 0), pid);
+    st = tu_fork_status(stop_from_event_child, dir);
     unlink(sock);
     rmdir(dir);
     if (WIFSIGNALED(st))
