@@ -279,6 +279,21 @@ audit_schedule(struct reaper *r)
     loop_timer_ms(r->au.audit_timer, (uint64_t)ms);
 }
 
+/* containerd went away (or reapd did not watch it until now): every exit
+ * being cleaned up may have had the engine's Containers.Delete refused.
+ * Feeding this acts on nothing at once, so a plain walk is safe. */
+static void
+note_outage(struct reaper *r)
+{
+    struct ctable_iter it;
+    struct rec *c;
+
+    for (c = ctable_first(&r->tab, &it); c != NULL;
+         c = ctable_next(&r->tab, &it))
+        if (c->kind == R_MANAGED && c->lc.exited)
+            reaper_feed_kind(c, OBS_CTRD_OUTAGE);
+}
+
 static void
 on_ctrd_subscribed(void *arg)
 {
@@ -286,6 +301,7 @@ on_ctrd_subscribed(void *arg)
 
     log_info(NULL, "containerd events: subscribed on %s; reconciling tasks",
              ctrd_socket(r->ctrd));
+    note_outage(r);
     audit_task_list(r);
 }
 
@@ -328,7 +344,7 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
 static void
 on_ctrd_lost(const char *why, uint64_t retry_ms, void *arg)
 {
-    (void)arg;
+    note_outage(arg);
     log_warn(NULL, "%s; reconnecting in %llu ms", why,
              (unsigned long long)retry_ms);
 }

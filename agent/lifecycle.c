@@ -460,6 +460,8 @@ on_found(struct lc *c, const struct lc_obs *o, struct lc_result *res)
                    o->after_outage ? "relist: found exited after the "
                                      "engine was down"
                                    : "relist: found exited");
+        /* Its exit went unseen: whatever failed then is unknown. */
+        c->task_trouble = true;
         if (o->after_outage)
             c->anomalies |= LC_AN_EXITED_ENGINE_DOWN;
         return;
@@ -507,8 +509,10 @@ on_inspect(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         /* No die for it, and it finished while the engine was down: what
          * the engine recovered at its restart (reapd may have started
          * after that, so it never saw it run). */
-        if (o->after_outage && !c->die_seen)
+        if (o->after_outage && !c->die_seen) {
             c->anomalies |= LC_AN_EXITED_ENGINE_DOWN;
+            c->task_trouble = true;
+        }
         if (in->run == LC_RUN_REMOVING) {
             go(c, res, LC_CONFIRMING, "exit settled; engine is removing it");
             poll_later(c, res, 0);
@@ -875,6 +879,7 @@ lc_start_exited(struct lc *c, uint64_t now_ms, struct lc_result *res)
     memset(res, 0, sizeof(*res));
     res->from = res->to = c->state;
     begin_exit(c, now_ms, res, "first seen exited");
+    c->task_trouble = true;
 }
 
 static uint64_t
@@ -898,12 +903,16 @@ lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
     c->has_slot = false;
     if (c->exited)
         c->exited_at_ms = now_ms > since_exit_ms ? now_ms - since_exit_ms : 0;
-    if (in_cleanup(c->state))
+    /* Whatever happened while reapd was down (containerd restarted amid
+     * the engine's cleanup) is unknown. */
+    if (in_cleanup(c->state)) {
+        c->task_trouble = true;
         push(res, ACT_DEADLINES,
-             (c->anomalies & LC_AN_CLEANUP_SLOW)
-                 ? 0
-                 : remaining(c->p.warn_after_ms, since_exit_ms),
-             remaining(c->p.give_up_after_ms, since_exit_ms));
+                     (c->anomalies & LC_AN_CLEANUP_SLOW)
+                         ? 0
+                         : remaining(c->p.warn_after_ms, since_exit_ms),
+                     remaining(c->p.give_up_after_ms, since_exit_ms));
+    }
     switch (c->state) {
     case LC_SETTLING:
         res->reason = "resumed after restart: settling";
@@ -926,7 +935,6 @@ lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
     case LC_TASK_CONFIRMING:
     case LC_TASK_REAPING:
         /* Tasks.Get decides again whether the task is still there. */
-        c->task_trouble = true;
         go(c, res, LC_TASK_CONFIRMING,
            "resumed after restart: confirming task deletion");
         want_task_get(c, res);
@@ -1038,6 +1046,13 @@ lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     case OBS_CTR_DELETE_FAILED:
         on_reap_result(c, o, res);
         break;
+    case OBS_CTRD_OUTAGE:
+        /* The engine's cleanup of an exit may have run while containerd
+         * was away: its Containers.Delete refused, the task gone but the
+         * containerd container left. Made sure of in the task phase. */
+        if (in_cleanup(c->state))
+            c->task_trouble = true;
+        break;
     default:
         break;
     }
@@ -1083,6 +1098,7 @@ lc_obs_name(enum lc_obs_kind k)
         "task_delete_failed",
         "ctr_delete_done",
         "ctr_delete_failed",
+        "ctrd_outage",
     };
     return (unsigned)k < OBS_NKINDS ? names[k] : "invalid";
 }

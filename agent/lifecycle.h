@@ -116,6 +116,8 @@ enum lc_obs_kind {
     OBS_TASK_DELETE_FAILED,
     OBS_CTR_DELETE_DONE, /* our Containers.Delete: OK or NOT_FOUND */
     OBS_CTR_DELETE_FAILED,
+    OBS_CTRD_OUTAGE, /* containerd's event stream was lost, or subscribed
+                        again: the engine's own calls may have failed */
     OBS_NKINDS
 };
 
@@ -193,8 +195,9 @@ struct lc {
     bool ctr_delete_inflight;
     bool task_reaped_done; /* our Tasks.Delete succeeded */
     /* The task phase did not go the ordinary way (Tasks.Get failed or
-     * found the task, or reapd restarted in it): the engine may not have
-     * deleted its containerd container either. */
+     * found the task), or the exit was not seen live (reapd restarted,
+     * found it exited, or containerd went away meanwhile): the engine may
+     * not have deleted its containerd container either. */
     bool task_trouble;
     unsigned task_failures;
     unsigned task_gone_polls; /* Tasks.Get 404s without /tasks/delete */

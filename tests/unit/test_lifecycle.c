@@ -1729,7 +1729,7 @@ run_recipe(const struct recipe *rc, unsigned mode, struct lc *c)
 }
 
 /* The observation variants of the sweep, in the table's column order. */
-#define NVARIANTS 39
+#define NVARIANTS 40
 
 static struct lc_obs
 variant(int v)
@@ -1776,7 +1776,9 @@ variant(int v)
         return ob_task_present(false);
     if (v == 32)
         return ob_task_present(true);
-    return ob(task_tail[v - 33]);
+    if (v <= 38)
+        return ob(task_tail[v - 33]);
+    return ob(OBS_CTRD_OUTAGE);
 }
 
 /*
@@ -1789,11 +1791,11 @@ variant(int v)
  * failed), slot, step, warn, giveup; then containerd's: task_exit(7),
  * task_delete_event, task_present(stopped), task_present(running),
  * task_gone, task_failed, task_delete(done failed), ctr_delete(done
- * failed).
+ * failed), ctrd_outage.
  *
  * Outside the task phase no containerd observation moves a record (with
- * or without the channel), so the last ten columns of those rows repeat
- * the state.
+ * or without the channel), so the last eleven columns of those rows
+ * repeat the state; ctrd_outage moves none anywhere.
  *
  * The marks row can flag cells that are known bugs ('x'): the table holds
  * the correct state; a regression test must then fail for each. A '?'
@@ -1810,101 +1812,101 @@ static const struct {
 } table[] = {
     {LC_RUNNING, M_ALL, NULL,
      "RSSCRRRRSSSCRRRRSSSCRRRRRRRRR"
-     "RRRRRRRRRR",
+     "RRRRRRRRRRR",
      NULL},
     {LC_SETTLING, M_ALL, NULL,
      "RSSSSSSSSSSSRRRRCQQCSSSSSSSSA"
-     "SSSSSSSSSS",
+     "SSSSSSSSSSS",
      NULL},
     /* A relist that lists it running again stands in for a missed start
      * event, as a relist that does not list it stands in for a missed
      * destroy. */
     {LC_DELAYING, M_ALL, NULL,
      "RLLCLRRRLLLCRRRRLLLCLLLLLLQLA"
-     "LLLLLLLLLL",
+     "LLLLLLLLLLL",
      "....?........................"
-     ".........."},
+     "..........."},
     {LC_QUEUED, M_ALL, NULL,
      "RQQCQRRRQQQCRRRRQQQCQQQQQMQQA"
-     "QQQQQQQQQQ",
+     "QQQQQQQQQQQ",
      "....?........................"
-     ".........."},
+     "..........."},
     {LC_REMOVING, M_ALL, NULL,
      "RMMMMMMMMMMMMMMMMMMMMCCCMMMMA"
-     "MMMMMMMMMM",
+     "MMMMMMMMMMM",
      NULL},
     {LC_CONFIRMING, M_ALL, NULL,
      "RCCCCCCCCCCCRRRRCMMCCCCCCCCCA"
-     "CCCCCCCCCC",
+     "CCCCCCCCCCC",
      NULL},
     {LC_KEPT, M_ALL, NULL,
      "RSSDKRRRKKKDKKKKKKKKKKKKKKKKK"
-     "KKKKKKKKKK",
+     "KKKKKKKKKKK",
      NULL},
     {LC_ABANDONED, M_ALL, NULL,
      "RSSDARRRAAADAAAAAAAAAAAAAAAAA"
-     "AAAAAAAAAA",
+     "AAAAAAAAAAA",
      NULL},
     {LC_DONE, M_ALL, NULL,
      "DDDDDDDDDDDDDDDDDDDDDDDDDDDDD"
-     "DDDDDDDDDD",
+     "DDDDDDDDDDD",
      NULL},
     /* The engine's join completing: done without the channel, the task
      * phase with it. */
     {LC_CONFIRMING, M_OFF, "confirming: destroy seen, waiting for 404",
      "RCCCCCCCCCCCRRRRCMMDCCCCCCCCD"
-     "CCCCCCCCCC",
+     "CCCCCCCCCCC",
      NULL},
     {LC_CONFIRMING, M_CH, "confirming: destroy seen, waiting for 404",
      "RCCCCCCCCCCCRRRRCMMTCCCCCCCCD"
-     "CCCCCCCCCC",
+     "CCCCCCCCCCC",
      NULL},
     /* The task phase ignores the engine (its side is confirmed) but for
      * giving up. A stopped task is leaked: reaped, or reported at once. */
     {LC_TASK_CONFIRMING, M_REAP, NULL,
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTPTTTTTTT",
+     "TTPTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_NOREAP, NULL,
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTDTTTTTTT",
+     "TTDTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_REAP,
      "task_confirming: Tasks.Get 404, waiting for /tasks/delete",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TDPTTTTTTT",
+     "TDPTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_NOREAP,
      "task_confirming: Tasks.Get 404, waiting for /tasks/delete",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TDDTTTTTTT",
+     "TDDTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_REAP,
      "task_confirming: task running without its container",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTPTTTTTTT",
+     "TTPTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_NOREAP,
      "task_confirming: task running without its container",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTDTTTTTTT",
+     "TTDTTTTTTTT",
      NULL},
     /* A Containers.Delete answer with none outstanding never comes from a
      * real caller. */
     {LC_TASK_REAPING, M_REAP, NULL,
      "PPPPPPPPPPPPPPPPPPPPPPPPPPPPD"
-     "PPPPPPPPTP",
+     "PPPPPPPPTPP",
      "............................."
-     "........?."},
+     "........?.."},
     {LC_TASK_REAPING, M_REAP, "task_reaping: Containers.Delete in flight",
      "PPPPPPPPPPPPPPPPPPPPPPPPPPPPD"
-     "PPPPPPPPTP",
+     "PPPPPPPPTPP",
      NULL},
     {LC_TASK_REAPING, M_REAP, "task_reaping: Tasks.Delete failed, retry armed",
      "PPPPPPPPPPPPPPPPPPPPPPPPPPPPD"
-     "PPPPPPPPTP",
+     "PPPPPPPPTPP",
      "............................."
-     "........?."},
+     "........?.."},
 };
 
 static const struct recipe *
@@ -3392,7 +3394,7 @@ static void
 test_walk_adversarial(void **state)
 {
     (void)state;
-    walk_adversarial(M_OFF, 0xadd5eed0badf00dull, 80000);
+    walk_adversarial(M_OFF, 0xadd5eed0badf00dull, 150000);
 }
 
 static void
@@ -4833,6 +4835,147 @@ test_containerd_task_get_retried(void **state)
     assert_int_equal(s.task_gets, 10);
 }
 
+/* The engine's own cleanup of an exit calls containerd: with containerd
+ * away meanwhile, its Containers.Delete is refused and the containerd
+ * container outlives the task (found by the chaos soak on 20.10 and
+ * 26.1). An exit whose cleanup overlapped an outage of the channel, or
+ * that reapd did not see live, has its containerd container deleted
+ * (NOT_FOUND is fine) before the report; an ordinary one costs nothing
+ * more. */
+static void
+ordinary_task_join(struct sc *s)
+{
+    to_task_phase(s);
+    STEP(s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_CONFIRMING, NOACT);
+    STEP(s, ob(OBS_TASK_GONE), LC_DONE, TASK_DONE_WITH_SLOT);
+    assert_int_equal(s->ctr_deletes, 0);
+}
+
+static void
+troubled_task_join(struct sc *s)
+{
+    STEP(s, ob(OBS_TASK_DELETE_EVENT), LC_TASK_CONFIRMING, NOACT);
+    STEP(s, ob(OBS_TASK_GONE), LC_TASK_REAPING, ACT_CTR_DELETE);
+    assert_false(s->c.anomalies & LC_AN_TASK_REAPED);
+    STEP(s, ob(OBS_CTR_DELETE_DONE), LC_DONE, TASK_DONE_WITH_SLOT);
+    assert_int_equal(s->ctr_deletes, 1);
+    assert_int_equal(s->reports, 1);
+}
+
+static const struct lc_params *
+p_keep_channel(void)
+{
+    static struct lc_params p;
+
+    p = with_channel(mkparams(POLICY_KEEP, 0, WARN, 0), true);
+    return &p;
+}
+
+static void
+test_containerd_outage_makes_sure_of_container(void **state)
+{
+    static const enum lc_state cleanup[] = {LC_SETTLING, LC_QUEUED,
+                                            LC_REMOVING, LC_CONFIRMING};
+    struct sc s;
+    size_t i;
+
+    (void)state;
+    /* The ordinary way. */
+    sc_init(&s, p_channel(true));
+    SC_REACH(&s, LC_QUEUED, 3);
+    ordinary_task_join(&s);
+
+    /* An outage while the container ran is not this exit's business. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_CTRD_OUTAGE), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    ordinary_task_join(&s);
+
+    /* An outage at each step of the cleanup. */
+    for (i = 0; i < sizeof(cleanup) / sizeof(cleanup[0]); i++) {
+        sc_init(&s, p_channel(true));
+        STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+        STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+        if (cleanup[i] == LC_SETTLING)
+            STEP(&s, ob(OBS_CTRD_OUTAGE), LC_SETTLING, NOACT);
+        STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+        if (cleanup[i] == LC_QUEUED)
+            STEP(&s, ob(OBS_CTRD_OUTAGE), LC_QUEUED, NOACT);
+        STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+        if (cleanup[i] == LC_REMOVING)
+            STEP(&s, ob(OBS_CTRD_OUTAGE), LC_REMOVING, NOACT);
+        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+        if (cleanup[i] == LC_CONFIRMING)
+            STEP(&s, ob(OBS_CTRD_OUTAGE), LC_CONFIRMING, NOACT);
+        STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
+        STEP(&s, ob(OBS_INSPECT_GONE), LC_TASK_CONFIRMING, ACT_STEP_CANCEL,
+             ACT_TASK_GET);
+        troubled_task_join(&s);
+        REPORT(&s, .exit_known = true, .exit_code = 3,
+               .source = LC_SRC_INSPECT, .die_has_code = true, .die_code = 3,
+               .anomalies = 0, .removed = true, .removed_by_us = true,
+               .delete_attempts = 1, .cleanup_ms = 0, .channel = true,
+               .task_deleted = 1);
+    }
+
+    /* In the task phase itself. */
+    sc_init(&s, p_channel(true));
+    SC_REACH(&s, LC_QUEUED, 3);
+    to_task_phase(&s);
+    STEP(&s, ob(OBS_CTRD_OUTAGE), LC_TASK_CONFIRMING, NOACT);
+    troubled_task_join(&s);
+
+    /* Without the channel it means nothing. */
+    sc_init(&s, p_remove());
+    SC_REACH(&s, LC_QUEUED, 3);
+    STEP(&s, ob(OBS_CTRD_OUTAGE), LC_QUEUED, NOACT);
+    assert_false(s.c.task_trouble);
+
+    /* A kept container has no task phase: nothing to make sure of. */
+    sc_init(&s, p_keep_channel());
+    SC_REACH(&s, LC_KEPT, 3);
+    STEP(&s, ob(OBS_CTRD_OUTAGE), LC_KEPT, NOACT);
+    assert_false(s.c.task_trouble);
+}
+
+/* An exit reapd did not see happen (first seen exited, found exited by a
+ * relist, resumed after a restart) may have had the engine's cleanup fail
+ * unseen: its containerd container is made sure of too. */
+static void
+test_containerd_unseen_exit_makes_sure_of_container(void **state)
+{
+    struct sc s;
+    struct lc_result res;
+
+    (void)state;
+    sc_start_exited(&s, p_channel(true));
+    assert_true(s.c.task_trouble);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    troubled_task_join(&s);
+
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_found(LC_RUN_EXITED), LC_SETTLING, ACT_DEADLINES,
+         ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    to_task_phase(&s);
+    troubled_task_join(&s);
+
+    sc_init(&s, p_channel(true));
+    SC_REACH(&s, LC_QUEUED, 3);
+    assert_false(s.c.task_trouble);
+    lc_resume(&s.c, s.now, 1000, &res);
+    assert_true(s.c.task_trouble);
+    /* A kept one resumed is not in cleanup. */
+    sc_init(&s, p_keep_channel());
+    SC_REACH(&s, LC_KEPT, 3);
+    lc_resume(&s.c, s.now, 1000, &res);
+    assert_false(s.c.task_trouble);
+}
+
 /* Tasks.Delete and Containers.Delete fail, are retried with backoff from
  * the step timer, and succeed. */
 static void
@@ -5879,6 +6022,8 @@ main(void)
         cmocka_unit_test(test_containerd_lost_task_delete_event_lists_tasks),
         cmocka_unit_test(test_containerd_reap_disabled),
         cmocka_unit_test(test_containerd_task_get_retried),
+        cmocka_unit_test(test_containerd_outage_makes_sure_of_container),
+        cmocka_unit_test(test_containerd_unseen_exit_makes_sure_of_container),
         cmocka_unit_test(test_containerd_task_delete_retried),
         cmocka_unit_test(test_containerd_running_task_never_deleted),
         cmocka_unit_test(test_containerd_task_exit_overrides_inspect),
