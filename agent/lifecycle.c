@@ -908,10 +908,10 @@ lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
     if (in_cleanup(c->state)) {
         c->task_trouble = true;
         push(res, ACT_DEADLINES,
-                     (c->anomalies & LC_AN_CLEANUP_SLOW)
-                         ? 0
-                         : remaining(c->p.warn_after_ms, since_exit_ms),
-                     remaining(c->p.give_up_after_ms, since_exit_ms));
+             (c->anomalies & LC_AN_CLEANUP_SLOW)
+                 ? 0
+                 : remaining(c->p.warn_after_ms, since_exit_ms),
+             remaining(c->p.give_up_after_ms, since_exit_ms));
     }
     switch (c->state) {
     case LC_SETTLING:
