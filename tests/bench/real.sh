@@ -45,6 +45,12 @@ rss_kib() {
   awk '/^VmRSS:/ { print $2 }' /proc/"$1"/status
 }
 
+# Private memory (USS): pages no other process shares.
+uss_kib() {
+  awk '/^Private_(Clean|Dirty|Hugetlb):/ { s += $2 } END { print s + 0 }' \
+    /proc/"$1"/smaps_rollup
+}
+
 metrics() {
   curl -sf -m 10 "$REAPD_URL/metrics"
 }
@@ -103,6 +109,10 @@ figure real_idle_wakeups_per_sec \
   1/s "context switches while nothing happens ($RUNNING running containers, containerd on)"
 figure real_idle_cpu_us_per_sec $(((c1 - c0) / 1000 / IDLE_SECS)) us/s \
   "CPU while nothing happens"
+figure real_idle_rss_kib "$(rss_kib "$REAPD_PID")" KiB \
+  "resident set at idle ($RUNNING running containers, containerd on)"
+figure real_idle_uss_kib "$(uss_kib "$REAPD_PID")" KiB \
+  "private memory (USS) at idle, the same"
 
 if [ "$ONLY" = idle ]; then
   e2e_pass >&2
@@ -163,6 +173,38 @@ figure real_cleanup_p50_ms "$(quantile "$D/m0" "$D/m1" 'reapd_cleanup_duration_s
   ms "exit -> confirmed cleanup (engine and containerd), median"
 figure real_cpu_ns_per_event $(((c1 - c0) / (ev > 0 ? ev : 1))) ns \
   "reapd CPU per engine event during churn ($ev events; inspect, delete, containerd calls and reports included)"
-figure real_cpu_us_per_exit $(((c1 - c0) / 1000 / EXITS)) us "reapd CPU per settled exit"
+real_us=$(((c1 - c0) / 1000 / EXITS))
+figure real_cpu_us_per_exit "$real_us" us "reapd CPU per settled exit"
+figure real_uss_kib "$(uss_kib "$REAPD_PID")" KiB "reapd's private memory (USS) after the churn"
+
+# ---- the peer: the same steps by a python3-docker script, alone on the
+# engine (reapd stopped), on as many exits of the same kind
+reapd_stop
+peer_out=$D/peer.out
+/usr/bin/python3 "$here/peer_watcher.py" "$D/docker.sock" bench.peer=true "$EXITS" \
+  >"$peer_out" 2>"$D/peer.err" &
+peer=$!
+peer_ready() { grep -qx ready "$peer_out"; }
+wait_until 30 "the peer subscribed" peer_ready
+c0=$(cpu_ns "$peer")
+t0=$(now_ms)
+log "running $EXITS containers that exit at once, for the peer"
+seq 1 "$EXITS" | xargs -P 8 -I{} \
+  "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
+  --label bench.peer=true "$IMAGE" sh -c 'exit 3' >/dev/null
+peer_done() { [ "$(grep -c exit_code "$peer_out")" -ge "$EXITS" ]; }
+wait_until 600 "$EXITS exits handled by the peer" peer_done
+c1=$(cpu_ns "$peer")
+peer_uss=$(uss_kib "$peer")
+wait "$peer" || fail "the peer failed: $(tail -n 5 "$D/peer.err")"
+grep -c '"exit_code": 3' "$peer_out" | grep -qx "$EXITS" ||
+  fail "the peer did not see exit code 3 $EXITS times"
+peer_us=$(((c1 - c0) / 1000 / EXITS))
+figure peer_cpu_us_per_exit "$peer_us" us \
+  "a python3-docker watcher's CPU per exit: die event, inspect, remove, poll until gone ($(($(now_ms) - t0)) ms for $EXITS)"
+figure peer_uss_kib "$peer_uss" KiB "the watcher's private memory (USS)"
+figure real_cpu_ratio_vs_peer \
+  "$(awk -v a="$peer_us" -v b="$real_us" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 1) }')" x \
+  "the watcher's CPU per exit over reapd's (reapd with containerd on, the watcher Docker only)"
 
 e2e_pass >&2
