@@ -137,6 +137,13 @@ figure real_bytes_per_container $(((r1 - r0) * 1024 / CREATED)) bytes \
   "resident set growth per created container"
 
 # ---- churn: containers that exit at once, as fast as the engine runs them
+# exits LABEL: EXITS containers with LABEL that exit 3 at once, 8 at a time.
+exits() {
+  log "running $EXITS containers that exit at once ($1)"
+  seq 1 "$EXITS" | xargs -P 8 -I{} \
+    "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
+    --label "$1" "$IMAGE" sh -c 'exit 3' >/dev/null
+}
 count_reports() {
   if [ -f "$(REPORTS)" ]; then wc -l <"$(REPORTS)"; else echo 0; fi
 }
@@ -144,10 +151,7 @@ lines0=$(($(count_reports)))
 metrics >"$D/m0"
 c0=$(cpu_ns "$REAPD_PID")
 t0=$(now_ms)
-log "running $EXITS containers that exit at once"
-seq 1 "$EXITS" | xargs -P 8 -I{} \
-  "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
-  --label reapd.managed=true "$IMAGE" sh -c 'exit 3' >/dev/null
+exits reapd.managed=true
 t1=$(now_ms)
 # Counted in reports.jsonl, not /metrics: polling the endpoint would add
 # its own cost to the CPU measured.
@@ -188,10 +192,7 @@ peer_ready() { grep -qx ready "$peer_out"; }
 wait_until 30 "the peer subscribed" peer_ready
 c0=$(cpu_ns "$peer")
 t0=$(now_ms)
-log "running $EXITS containers that exit at once, for the peer"
-seq 1 "$EXITS" | xargs -P 8 -I{} \
-  "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
-  --label bench.peer=true "$IMAGE" sh -c 'exit 3' >/dev/null
+exits bench.peer=true
 peer_done() { [ "$(grep -c exit_code "$peer_out")" -ge "$EXITS" ]; }
 wait_until 600 "$EXITS exits handled by the peer" peer_done
 c1=$(cpu_ns "$peer")
