@@ -5,11 +5,13 @@ is shown next to a script's on the same engine.
 
 For each `die` of a container with LABEL: inspect it (the exit code),
 remove it (force), poll inspect until it is gone; then print one JSON
-line. Prints "ready" once subscribed; exits after COUNT containers.
+line. Prints "ready" once subscribed and "done" after COUNT containers,
+then waits for a signal (the bench reads its CPU and memory first).
 
 Usage: peer_watcher.py DOCKER_SOCKET LABEL COUNT
 """
 import json
+import signal
 import sys
 import time
 
@@ -46,6 +48,8 @@ def main():
         print(json.dumps({"container_id": cid, "exit_code": code}), flush=True)
         done += 1
         if done >= count:
+            print("done", flush=True)
+            signal.pause()
             return
 
 

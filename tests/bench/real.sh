@@ -193,11 +193,15 @@ wait_until 30 "the peer subscribed" peer_ready
 c0=$(cpu_ns "$peer")
 t0=$(now_ms)
 exits bench.peer=true
-peer_done() { [ "$(grep -c exit_code "$peer_out")" -ge "$EXITS" ]; }
+peer_done() {
+  pid_alive "$peer" || fail "the peer exited: $(tail -n 5 "$D/peer.err")"
+  grep -qx done "$peer_out"
+}
 wait_until 600 "$EXITS exits handled by the peer" peer_done
 c1=$(cpu_ns "$peer")
 peer_uss=$(uss_kib "$peer")
-wait "$peer" || fail "the peer failed: $(tail -n 5 "$D/peer.err")"
+kill "$peer"
+wait "$peer" 2>/dev/null || true
 grep -c '"exit_code": 3' "$peer_out" | grep -qx "$EXITS" ||
   fail "the peer did not see exit code 3 $EXITS times"
 peer_us=$(((c1 - c0) / 1000 / EXITS))
