@@ -740,6 +740,18 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
     }
     sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+    /* reapd owns its file (reapd.lock: one reapd per state_dir), so the
+     * locks are taken once and kept: otherwise every transaction took and
+     * released POSIX locks (44 fcntl calls per exit, docs/performance.md).
+     * Set before the first read, so that the WAL index lives in memory,
+     * not in a -shm file. No other process can read the database while
+     * reapd runs; the status endpoint answers what it holds. */
+    rc = query_check(st->db, "PRAGMA locking_mode = EXCLUSIVE", mode,
+                     sizeof(mode));
+    if (rc != SQLITE_OK) {
+        result = open_fail_rc(st, rc, "locking_mode=EXCLUSIVE");
+        goto out;
+    }
     /* No tricks a hostile file could play through its schema. */
     sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
     sqlite3_db_config(st->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
@@ -1808,6 +1820,12 @@ store_free(struct store *st)
     free(st->pend);
     free(st->path);
     free(st);
+}
+
+struct sqlite3 *
+store_sqlite(struct store *st)
+{
+    return st->db;
 }
 
 int

@@ -110,6 +110,11 @@ int store_open(const char *state_dir, struct store **out, char *err,
  */
 int store_close(struct store *st);
 
+/* The store's own SQLite connection, for tests that look behind its back
+ * (the file is locked exclusively while the store is open: no second
+ * connection can read it). Owned by the store. */
+struct sqlite3 *store_sqlite(struct store *st);
+
 /* What the last failed call said, for the log ("" if nothing failed).
  * Owned by the store, valid until the next call. */
 const char *store_errmsg(const struct store *st);

@@ -57,15 +57,49 @@ tmpdir_free(const char *dir)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* The stores open now, by directory (raw_open). */
+#define NOPENED 4
+static struct {
+    char dir[64];
+    struct store *st;
+} opened[NOPENED];
+
+static int
+open_store(const char *dir, struct store **out, char *err, size_t errlen)
+{
+    int r = store_open(dir, out, err, errlen);
+    size_t i;
+
+    for (i = 0; r == STORE_OK && i < NOPENED; i++)
+        if (opened[i].st == NULL) {
+            snprintf(opened[i].dir, sizeof(opened[i].dir), "%s", dir);
+            opened[i].st = *out;
+            return r;
+        }
+    assert_true(r != STORE_OK);
+    return r;
+}
+
+static int
+close_store(struct store *st)
+{
+    size_t i;
+
+    for (i = 0; st != NULL && i < NOPENED; i++)
+        if (opened[i].st == st)
+            opened[i].st = NULL;
+    return store_close(st);
+}
+
 static struct store *
 must_open(const char *dir)
 {
     struct store *st = NULL;
     char err[512];
-    int r = store_open(dir, &st, err, sizeof(err));
+    int r = open_store(dir, &st, err, sizeof(err));
 
     if (r != STORE_OK)
-        fail_msg("store_open(%s): %d %s", dir, r, err);
+        fail_msg("open_store(%s): %d %s", dir, r, err);
     return st;
 }
 
@@ -86,7 +120,7 @@ teardown(void **state)
 {
     struct fx *f = *state;
 
-    assert_int_equal(store_close(f->st), STORE_OK);
+    assert_int_equal(close_store(f->st), STORE_OK);
     tmpdir_free(f->dir);
     free(f);
     return 0;
@@ -95,14 +129,15 @@ teardown(void **state)
 static void
 reopen(struct fx *f)
 {
-    assert_int_equal(store_close(f->st), STORE_OK);
+    assert_int_equal(close_store(f->st), STORE_OK);
     f->st = must_open(f->dir);
 }
 
-/* ---- a second connection, behind the store's back --------------------- */
+/* ---- behind the store's back ----------------------------------------- */
 
+/* A second connection, even while a store is open. */
 static sqlite3 *
-raw_open(const char *dir)
+raw_second(const char *dir)
 {
     char path[128];
     sqlite3 *db = NULL;
@@ -111,6 +146,31 @@ raw_open(const char *dir)
     assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL),
                      SQLITE_OK);
     return db;
+}
+
+/* While a store is open its file is locked exclusively: a look behind its
+ * back goes through its own connection (store_sqlite); otherwise through
+ * a second one. */
+static sqlite3 *
+raw_open(const char *dir)
+{
+    size_t i;
+
+    for (i = 0; i < NOPENED; i++)
+        if (opened[i].st != NULL && strcmp(opened[i].dir, dir) == 0)
+            return store_sqlite(opened[i].st);
+    return raw_second(dir);
+}
+
+static void
+raw_close(sqlite3 *db)
+{
+    size_t i;
+
+    for (i = 0; i < NOPENED; i++)
+        if (opened[i].st != NULL && store_sqlite(opened[i].st) == db)
+            return;
+    sqlite3_close(db);
 }
 
 static int64_t
@@ -124,7 +184,7 @@ raw_int(const char *dir, const char *sql)
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
     v = sqlite3_column_int64(s, 0);
     sqlite3_finalize(s);
-    sqlite3_close(db);
+    raw_close(db);
     return v;
 }
 
@@ -138,7 +198,7 @@ raw_text(const char *dir, const char *sql, char *buf, size_t len)
     assert_int_equal(sqlite3_step(s), SQLITE_ROW);
     snprintf(buf, len, "%s", (const char *)sqlite3_column_text(s, 0));
     sqlite3_finalize(s);
-    sqlite3_close(db);
+    raw_close(db);
 }
 
 static void
@@ -149,7 +209,7 @@ raw_exec(const char *dir, const char *sql)
 
     if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK)
         fail_msg("%s: %s", sql, msg);
-    sqlite3_close(db);
+    raw_close(db);
 }
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -274,7 +334,7 @@ t_open_empty_file(void **state)
     st = must_open(dir);
     assert_string_equal(store_path(st), path);
     assert_int_equal(add(st, 1, 1, 1000), STORE_OK);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
 
     assert_int_equal(raw_int(dir, "PRAGMA user_version"),
                      STORE_SCHEMA_VERSION);
@@ -295,7 +355,7 @@ t_open_empty_file(void **state)
     assert_int_equal(get(st, 2, &r), STORE_OK);
     assert_int_equal(r.seq, 2);
     store_report_clear(&r);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     assert_int_equal(raw_int(dir, "PRAGMA user_version"),
                      STORE_SCHEMA_VERSION);
     tmpdir_free(dir);
@@ -305,7 +365,7 @@ t_open_empty_file(void **state)
     st = must_open(dir);
     assert_int_equal(stat(store_path(st), &sb), 0);
     assert_int_equal(sb.st_mode & 07777, 0640);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     tmpdir_free(dir);
 }
 
@@ -319,7 +379,7 @@ t_open_bad_paths(void **state)
     (void)state;
     tmpdir_new(dir, sizeof(dir));
     snprintf(sub, sizeof(sub), "%s/missing", dir);
-    r = store_open(sub, &st, err, sizeof(err));
+    r = open_store(sub, &st, err, sizeof(err));
     assert_int_equal(r, STORE_ERROR);
     assert_null(st);
     assert_non_null(strstr(err, sub));
@@ -328,7 +388,7 @@ t_open_bad_paths(void **state)
     /* reapd.db is a directory. */
     snprintf(sub, sizeof(sub), "%s/reapd.db", dir);
     assert_int_equal(mkdir(sub, 0700), 0);
-    r = store_open(dir, &st, err, sizeof(err));
+    r = open_store(dir, &st, err, sizeof(err));
     assert_int_equal(r, STORE_ERROR);
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, strerror(EISDIR)));
@@ -336,18 +396,18 @@ t_open_bad_paths(void **state)
 
     /* reapd.db is a symlink: not followed. */
     assert_int_equal(symlink("/etc/passwd", sub), 0);
-    r = store_open(dir, &st, err, sizeof(err));
+    r = open_store(dir, &st, err, sizeof(err));
     assert_true(r < 0);
     assert_non_null(strstr(err, "reapd.db"));
     unlink(sub);
 
-    r = store_open("", &st, err, sizeof(err));
+    r = open_store("", &st, err, sizeof(err));
     assert_int_equal(r, STORE_INVALID);
     assert_true(strlen(err) > 0);
-    r = store_open(dir, &st, NULL, 0); /* no buffer is fine */
+    r = open_store(dir, &st, NULL, 0); /* no buffer is fine */
     assert_int_equal(r, STORE_OK);
-    assert_int_equal(store_close(st), STORE_OK);
-    assert_int_equal(store_close(NULL), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
+    assert_int_equal(close_store(NULL), STORE_OK);
     tmpdir_free(dir);
 }
 
@@ -361,10 +421,10 @@ t_newer_version_refused(void **state)
     tmpdir_new(dir, sizeof(dir));
     st = must_open(dir);
     assert_int_equal(add(st, 1, 1, 1), STORE_OK);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     raw_exec(dir, "PRAGMA user_version = 99");
 
-    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_TOO_NEW);
+    assert_int_equal(open_store(dir, &st, err, sizeof(err)), STORE_TOO_NEW);
     assert_null(st);
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, "schema version 99 is not one"));
@@ -377,7 +437,7 @@ t_newer_version_refused(void **state)
              STORE_SCHEMA_VERSION);
     raw_exec(dir, err);
     st = must_open(dir);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     tmpdir_free(dir);
 }
 
@@ -413,7 +473,7 @@ t_corrupt_file(void **state)
     /* Not a database at all. */
     tmpdir_new(dir, sizeof(dir));
     write_file(dir, garbage, sizeof(garbage), 0, true);
-    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_CORRUPT);
+    assert_int_equal(open_store(dir, &st, err, sizeof(err)), STORE_CORRUPT);
     assert_null(st);
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, "not a database"));
@@ -425,11 +485,11 @@ t_corrupt_file(void **state)
     st = must_open(dir);
     for (n = 0; n < 300; n++)
         assert_int_equal(add(st, n, n % 7, n), STORE_OK);
-    assert_int_equal(store_close(st), STORE_OK); /* checkpoints the WAL */
+    assert_int_equal(close_store(st), STORE_OK); /* checkpoints the WAL */
     page_size = raw_int(dir, "PRAGMA page_size");
     write_file(dir, garbage, sizeof(garbage), (off_t)page_size * 3, false);
     st = NULL;
-    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_CORRUPT);
+    assert_int_equal(open_store(dir, &st, err, sizeof(err)), STORE_CORRUPT);
     assert_null(st);
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, "integrity check"));
@@ -443,7 +503,7 @@ t_corrupt_file(void **state)
     pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        if (store_open(dir, &st, NULL, 0) != STORE_OK ||
+        if (open_store(dir, &st, NULL, 0) != STORE_OK ||
             add(st, 1, 1, 1) != STORE_OK)
             _exit(1);
         ack(p[1], ACK_REPORT, 1);
@@ -465,7 +525,7 @@ t_corrupt_file(void **state)
     assert_int_equal(store_check(st), STORE_OK);
     assert_int_equal(get(st, 1, &r), STORE_OK);
     store_report_clear(&r);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     tmpdir_free(dir);
 }
 
@@ -482,7 +542,7 @@ t_migration_atomic(void **state)
     write_file(dir, "", 0, 0, true);
     /* A stray table that the migration's last CREATE collides with. */
     raw_exec(dir, "CREATE TABLE checkpoints (x)");
-    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_ERROR);
+    assert_int_equal(open_store(dir, &st, err, sizeof(err)), STORE_ERROR);
     assert_null(st);
     assert_non_null(strstr(err, "migration to schema version 1"));
     assert_non_null(strstr(err, "checkpoints"));
@@ -494,7 +554,7 @@ t_migration_atomic(void **state)
 
     raw_exec(dir, "DROP TABLE checkpoints");
     st = must_open(dir);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     assert_int_equal(raw_int(dir, "PRAGMA user_version"),
                      STORE_SCHEMA_VERSION);
     tmpdir_free(dir);
@@ -607,12 +667,12 @@ t_migrate_v1(void **state)
     assert_int_equal(r.seq, 5);
     store_report_clear(&r);
     assert_int_equal(store_check(st), STORE_OK);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
 
     /* Reopened: no migration runs again. */
     st = must_open(dir);
     assert_int_equal(raw_int(dir, "PRAGMA user_version"), 2);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     tmpdir_free(dir);
 }
 
@@ -703,8 +763,7 @@ t_dead_reasons(void **state)
 static void
 t_files_hardened(void **state)
 {
-    static const char *const names[] = {"reapd.db", "reapd.db-wal",
-                                        "reapd.db-shm"};
+    static const char *const names[] = {"reapd.db", "reapd.db-wal"};
     char dir[64], path[128], target[128], err[512];
     struct store *st;
     struct stat sb;
@@ -716,38 +775,52 @@ t_files_hardened(void **state)
     tmpdir_new(dir, sizeof(dir));
     st = must_open(dir);
     assert_int_equal(add(st, 1, 1, 1), STORE_OK);
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 2; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         assert_true(tu_open_cloexec(path, &found));
         assert_true(found);
     }
-    assert_int_equal(store_close(st), STORE_OK);
+    /* Exclusive locking mode: the WAL index is in memory, no -shm file. */
+    snprintf(path, sizeof(path), "%s/reapd.db-shm", dir);
+    assert_int_equal(lstat(path, &sb), -1);
+    assert_int_equal(close_store(st), STORE_OK);
 
     snprintf(target, sizeof(target), "%s/target", dir);
-    for (i = 1; i < 3; i++) {
+    for (i = 1; i < 2; i++) {
         tu_rm_store(dir);
         st = must_open(dir);
-        assert_int_equal(store_close(st), STORE_OK);
+        assert_int_equal(close_store(st), STORE_OK);
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         unlink(path);
         assert_int_equal(symlink(target, path), 0);
         st = NULL;
-        r = store_open(dir, &st, err, sizeof(err));
+        r = open_store(dir, &st, err, sizeof(err));
         if (r == STORE_OK) {
             /* Opened; then the first write must fail, not follow it. */
             r = add(st, 1, 1, 1);
-            assert_int_equal(store_close(st), STORE_OK);
+            assert_int_equal(close_store(st), STORE_OK);
         }
         assert_true(r < 0);
         assert_int_equal(lstat(target, &sb), -1);
         unlink(path);
     }
+    /* A -shm symlink is never followed: the file is not used at all. */
+    tu_rm_store(dir);
+    snprintf(path, sizeof(path), "%s/reapd.db-shm", dir);
+    assert_int_equal(symlink(target, path), 0);
+    st = must_open(dir);
+    assert_int_equal(add(st, 1, 1, 1), STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
+    assert_int_equal(lstat(target, &sb), -1);
+    unlink(path);
     tu_rm_store(dir);
     tmpdir_free(dir);
 }
 
-/* Someone else holding the write lock: a clear error after a short wait
- * (the loop must not block), and all is well once the lock is gone. */
+/* Someone else holding the write lock at open: a clear error after a
+ * short wait (the loop must not block), and all is well once the lock is
+ * gone. Once open, the store holds the file. */
 static void
 t_busy(void **state)
 {
@@ -759,34 +832,41 @@ t_busy(void **state)
     (void)state;
     tmpdir_new(dir, sizeof(dir));
     st = must_open(dir);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
 
     db = raw_open(dir);
     assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                      SQLITE_OK);
     t0 = now_us();
-    assert_int_equal(store_open(dir, &st, err, sizeof(err)), STORE_BUSY);
+    assert_int_equal(open_store(dir, &st, err, sizeof(err)), STORE_BUSY);
     assert_true(now_us() - t0 < 2000000);
     assert_null(st);
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, "another reapd"));
     assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
 
+    /* A connection still open in WAL mode holds a shared lock: the store
+     * cannot have the file to itself. */
+    assert_int_equal(open_store(dir, &st, err, sizeof(err)), STORE_BUSY);
+    sqlite3_close(db);
+
+    /* Open, the store keeps its file locked (exclusive locking mode): a
+     * second connection cannot even read, and the store's own writes
+     * never wait for anyone. */
     st = must_open(dir);
-    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
-                     SQLITE_OK);
-    t0 = now_us();
-    assert_int_equal(add(st, 1, 1, 1), STORE_BUSY);
-    assert_true(now_us() - t0 < 2000000);
-    assert_non_null(strstr(store_errmsg(st), "locked"));
-    assert_int_equal(store_set_checkpoint(st, "k", 1), STORE_OK);
-    assert_int_equal(store_flush(st), STORE_BUSY);
-    assert_int_equal(store_pending(st), 1);
-    assert_int_equal(sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL),
-                     SQLITE_OK);
     assert_int_equal(add(st, 1, 1, 1), STORE_OK);
     assert_int_equal(store_flush(st), STORE_OK);
-    assert_int_equal(store_close(st), STORE_OK);
+    db = raw_second(dir);
+    assert_int_equal(sqlite3_exec(db, "SELECT count(*) FROM reports", NULL,
+                                  NULL, NULL),
+                     SQLITE_BUSY);
+    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
+                     SQLITE_BUSY);
+    assert_int_equal(add(st, 2, 1, 1), STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
+    /* Closed, it is free again. */
+    assert_int_equal(raw_int(dir, "SELECT count(*) FROM reports"), 2);
     sqlite3_close(db);
     tmpdir_free(dir);
 }
@@ -1377,7 +1457,7 @@ t_containers(void **state)
     assert_int_equal(store_put_container(f->st, "c", "{\"x\":1}", 7, 30),
                      STORE_OK);
     /* store_close flushes. */
-    assert_int_equal(store_close(f->st), STORE_OK);
+    assert_int_equal(close_store(f->st), STORE_OK);
     f->st = must_open(f->dir);
     ctr_str(f->st, buf, sizeof(buf));
     assert_string_equal(buf, "a={\"s\":3}@20;c={\"x\":1}@30;");
@@ -1588,7 +1668,7 @@ fsize_child(const char *dir)
     body[0] = '"';
     body[sizeof(body) - 1] = '"';
     tu_container_id(ctr, 1);
-    CHECK(store_open(dir, &st, NULL, 0) == STORE_OK);
+    CHECK(open_store(dir, &st, NULL, 0) == STORE_OK);
     for (i = 0; i < 5; i++)
         CHECK(add(st, i, 1, 1) == STORE_OK);
     snprintf(path, sizeof(path), "%s/reapd.db-wal", dir);
@@ -1623,8 +1703,8 @@ fsize_child(const char *dir)
     CHECK(store_flush(st) == STORE_OK);
     CHECK(store_add_report(st, id, ctr, body, sizeof(body), 1) == STORE_OK);
     CHECK(store_check(st) == STORE_OK);
-    CHECK(store_close(st) == STORE_OK);
-    CHECK(store_open(dir, &st, NULL, 0) == STORE_OK);
+    CHECK(close_store(st) == STORE_OK);
+    CHECK(open_store(dir, &st, NULL, 0) == STORE_OK);
     CHECK(store_check(st) == STORE_OK);
     for (i = 0; i < 5; i++) {
         CHECK(get(st, i, &r) == STORE_OK);
@@ -1634,11 +1714,11 @@ fsize_child(const char *dir)
         CHECK(get(st, i, &r) == STORE_OK);
         store_report_clear(&r);
     }
-    CHECK(store_close(st) == STORE_OK);
+    CHECK(close_store(st) == STORE_OK);
     st = NULL;
 out:
     if (st != NULL)
-        store_close(st);
+        close_store(st);
     return line;
 #undef CHECK
 }
@@ -1677,7 +1757,7 @@ kill_child(const char *dir, int fd, unsigned first)
     unsigned n;
     int r, len;
 
-    if (store_open(dir, &st, NULL, 0) != STORE_OK)
+    if (open_store(dir, &st, NULL, 0) != STORE_OK)
         _exit(3);
     ack(fd, ACK_OPEN, 0);
     for (n = first;; n++) {
@@ -1781,7 +1861,7 @@ t_kill9(void **state)
             assert_int_equal(store_get_checkpoint(st, "events", &v), STORE_OK);
             assert_true(v >= last_flush);
         }
-        assert_int_equal(store_close(st), STORE_OK);
+        assert_int_equal(close_store(st), STORE_OK);
     }
 
     /* All of it, once more, at the end. */
@@ -1794,7 +1874,7 @@ t_kill9(void **state)
     }
     assert_int_equal(store_counts(st, &c), STORE_OK);
     assert_true(c.pending == next || c.pending == next + 1);
-    assert_int_equal(store_close(st), STORE_OK);
+    assert_int_equal(close_store(st), STORE_OK);
     print_message("kill -9 test: %u kills, %u reports acknowledged and all"
                   " present, %u committed unacknowledged, %.1f s\n",
                   ITERATIONS, next, unacked, (double)(now_us() - t0) / 1e6);
