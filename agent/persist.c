@@ -46,6 +46,18 @@ struct unsaved {
 
 #define PRUNE_INTERVAL_S 600
 
+/*
+ * Group commit: the steps of the records (and the checkpoints) changed in
+ * this window go in one transaction. Each engine answer or event is its
+ * own loop turn, so a flush per turn was one transaction per step: 8.5
+ * per exit, most of reapd's disk writes (docs/performance.md). Nothing
+ * outside reapd learns of a step before it is on disk: a DELETE flushes
+ * first (persist_before_delete), a report is stored in its own
+ * transaction with whatever waits. A kill -9 inside the window loses the
+ * last steps, as a kill just before them would: the restart redoes them.
+ */
+#define GROUP_COMMIT_MS 20
+
 static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_store_retry(evutil_socket_t fd, short what, void *arg);
 static void on_prune(evutil_socket_t fd, short what, void *arg);
@@ -56,7 +68,7 @@ persist_init(struct reaper *r)
     struct persist *ps = &r->ps;
     struct event_base *base = loop_base(r->l);
 
-    ps->flush_ev = event_new(base, -1, 0, on_flush, r);
+    ps->flush_ev = evtimer_new(base, on_flush, r);
     ps->retry = evtimer_new(base, on_store_retry, r);
     ps->prune_timer = evtimer_new(base, on_prune, r);
     return ps->flush_ev != NULL && ps->retry != NULL && ps->prune_timer != NULL
@@ -115,7 +127,7 @@ persist_flush_soon(struct reaper *r)
     if (r->ps.flush_scheduled)
         return;
     r->ps.flush_scheduled = true;
-    event_active(r->ps.flush_ev, EV_TIMEOUT, 0);
+    loop_timer_ms(r->ps.flush_ev, GROUP_COMMIT_MS);
 }
 
 /* Says it loudly once when writes start failing, and once when they work

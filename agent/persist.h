@@ -4,7 +4,8 @@
  *
  * Container records (one per managed container past a run or an exit),
  * the checkpoints, and reports: reports.jsonl first, then the store
- * (store.h). Writes are batched into one flush per loop turn; a write
+ * (store.h). Writes are batched into one flush every few milliseconds
+ * (group commit; a DELETE or a report flushes first); a write
  * that fails (disk full) is said once, retried, and nothing already
  * accepted is lost: reports the store cannot take wait in memory, and a
  * DELETE waits until the container's record is on disk.
@@ -50,7 +51,8 @@ int persist_start(struct reaper *r);
 /* The engine answers: the loaded records pick up where they stood. */
 void persist_resume_loaded(struct reaper *r);
 
-/* A flush within this loop turn (at once when many rows wait). */
+/* A flush within a few milliseconds, with whatever else changes
+ * meanwhile (at once when many rows wait). */
 void persist_flush_soon(struct reaper *r);
 /* Counts and says (once) a failed write (rc < 0), and that writes work
  * again. `what` is static text for the log. */

@@ -979,6 +979,10 @@ serve_metrics(struct status *s, struct evhttp_request *req)
             metric(b, "reapd_state_db_bytes", "gauge",
                    "Size of the state database.", sc.db_bytes);
         }
+        metric(b, "reapd_state_commits_total", "counter",
+               "Write transactions committed to the state database (steps "
+               "of many containers share one).",
+               store_commits(s->store));
     }
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "text/plain; version=0.0.4");

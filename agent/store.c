@@ -213,6 +213,7 @@ struct store {
     sqlite3_stmt *stmt[S_COUNT];
     int64_t page_size;
     int64_t default_max_pages;
+    uint64_t commits; /* write transactions committed */
 
     /* Pending changes: open addressing, linear probing, never more than
      * half full; entries only ever leave all at once (pend_clear). */
@@ -494,6 +495,8 @@ commit(struct store *st, const char *what)
 
     if (result != STORE_OK)
         rollback(st);
+    else
+        st->commits++;
     return result;
 }
 
@@ -1820,6 +1823,12 @@ store_free(struct store *st)
     free(st->pend);
     free(st->path);
     free(st);
+}
+
+uint64_t
+store_commits(const struct store *st)
+{
+    return st->commits;
 }
 
 struct sqlite3 *

@@ -269,6 +269,9 @@ struct store_counts {
 
 int store_counts(struct store *st, struct store_counts *out);
 
+/* Write transactions committed since the store was opened. */
+uint64_t store_commits(const struct store *st);
+
 /*
  * Retention: deletes delivered reports delivered before
  * now_ms - max_age_ms (max_age_ms < 0: no age limit) and all but the

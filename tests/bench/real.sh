@@ -177,6 +177,10 @@ figure real_cleanup_p50_ms "$(quantile "$D/m0" "$D/m1" 'reapd_cleanup_duration_s
   ms "exit -> confirmed cleanup (engine and containerd), median"
 figure real_cpu_ns_per_event $(((c1 - c0) / (ev > 0 ? ev : 1))) ns \
   "reapd CPU per engine event during churn ($ev events; inspect, delete, containerd calls and reports included)"
+commits=$(($(metric "$D/m1" reapd_state_commits_total) - $(metric "$D/m0" reapd_state_commits_total)))
+figure real_state_commits_per_exit \
+  "$(awk -v n="$commits" -v e="$EXITS" 'BEGIN { printf "%.1f", n / e }')" tx \
+  "state database transactions per exit (records, checkpoints, the report)"
 real_us=$(((c1 - c0) / 1000 / EXITS))
 figure real_cpu_us_per_exit "$real_us" us "reapd CPU per settled exit"
 figure real_uss_kib "$(uss_kib "$REAPD_PID")" KiB "reapd's private memory (USS) after the churn"

@@ -744,6 +744,41 @@ t_checkpoint_held_while_discovering(void **state)
     h_free(h);
 }
 
+/* Group commit: records changed within a few milliseconds, each in its
+ * own loop turn (each container's events and lookups are), share one
+ * transaction; a flush per loop turn was one each. */
+static void
+t_group_commit(void **state)
+{
+    static const char *const ids[] = {
+        "1111111111111111111111111111111111111111111111111111111111111111",
+        "2222222222222222222222222222222222222222222222222222222222222222",
+        "3333333333333333333333333333333333333333333333333333333333333333",
+        "4444444444444444444444444444444444444444444444444444444444444444",
+        "5555555555555555555555555555555555555555555555555555555555555555",
+    };
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    uint64_t c0;
+    size_t i;
+
+    (void)state;
+    tu_run_for(h->l, 200);
+    c0 = store_commits(st);
+    for (i = 0; i < 5; i++) {
+        fake_engine_add(h->fe, ids[i], "one-of-five", MANAGED, NULL, 1);
+        tu_run_for(h->l, 2);
+    }
+    tu_run_for(h->l, 200);
+    for (i = 0; i < 5; i++)
+        assert_true(has_record(st, ids[i]));
+    print_message("5 records in %llu transaction(s)\n",
+                  (unsigned long long)(store_commits(st) - c0));
+    assert_true(store_commits(st) - c0 <= 2);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* A record whose last changes were never written (reapd killed while
  * the state's disk was full) comes back at the next start; if that run
  * had reported the container removed, the record's exit is that same
@@ -1063,6 +1098,7 @@ main(void)
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_checkpoint_held_while_discovering),
+        cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),

@@ -857,9 +857,9 @@ t_busy(void **state)
     assert_int_equal(add(st, 1, 1, 1), STORE_OK);
     assert_int_equal(store_flush(st), STORE_OK);
     db = raw_second(dir);
-    assert_int_equal(sqlite3_exec(db, "SELECT count(*) FROM reports", NULL,
-                                  NULL, NULL),
-                     SQLITE_BUSY);
+    assert_int_equal(
+        sqlite3_exec(db, "SELECT count(*) FROM reports", NULL, NULL, NULL),
+        SQLITE_BUSY);
     assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                      SQLITE_BUSY);
     assert_int_equal(add(st, 2, 1, 1), STORE_OK);
