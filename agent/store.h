@@ -21,7 +21,7 @@
  *    lifecycle step, every event). store_put_container, store_delete_
  *    container and store_set_checkpoint only record the change in memory
  *    (the latest value per key wins); store_flush, which the caller runs
- *    once per loop turn, writes all of them in one transaction. If that
+ *    every few milliseconds, writes all of them in one transaction. If that
  *    transaction fails (disk full) nothing is forgotten: the changes stay
  *    pending and the next flush writes them. Flushes use synchronous=
  *    NORMAL: they survive a process crash, and a power loss may undo the
