@@ -1134,9 +1134,17 @@ on_subscribed(void *arg)
         r->outages[k].from = r->outage_since_ms ? r->outage_since_ms : now;
         r->outages[k].to = now;
         r->outage_since_ms = 0;
-        if (r->store != NULL)
-            persist_result(r, store_set_checkpoint(r->store, OUTAGE_KEY, 0),
-                           "saving the events checkpoint");
+        if (r->store != NULL) {
+            int rc = store_set_checkpoint(r->store, OUTAGE_KEY, 0);
+
+            if (rc >= 0)
+                rc = store_set_checkpoint(r->store, LAST_OUTAGE_FROM_KEY,
+                                          r->outages[k].from);
+            if (rc >= 0)
+                rc = store_set_checkpoint(r->store, LAST_OUTAGE_TO_KEY, now);
+            persist_result(r, rc, "saving the events checkpoint");
+            persist_flush_soon(r);
+        }
     }
     evtimer_del(r->relist_timer);
     /* The engine answers now: records of the last run pick up where they
@@ -1179,6 +1187,22 @@ wanted_label(const char *key, size_t len, void *arg)
 
     return r->cfg != NULL &&
            policy_set_names_label(&r->cfg->policies, key, len);
+}
+
+/* The last outage an earlier run saw end: its exits are still told
+ * apart after a restart. */
+static void
+load_last_outage(struct reaper *r)
+{
+    int64_t from, to;
+
+    if (store_get_checkpoint(r->store, LAST_OUTAGE_FROM_KEY, &from) !=
+            STORE_OK ||
+        store_get_checkpoint(r->store, LAST_OUTAGE_TO_KEY, &to) != STORE_OK ||
+        from <= 0 || to < from)
+        return;
+    r->outages[r->noutages++ % OUTAGE_SPANS] =
+        (struct outage_span){.from = from, .to = to};
 }
 
 struct reaper *
@@ -1287,6 +1311,7 @@ reaper_start(struct reaper *r)
                 STORE_OK ||
             r->outage_since_ms < 0)
             r->outage_since_ms = 0;
+        load_last_outage(r);
         return docker_watch_start(r->d, &cbs, r, since);
     }
     return docker_watch_start(r->d, &cbs, r, 0);

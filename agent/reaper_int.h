@@ -30,8 +30,13 @@ struct policy_label;
 /* When the engine was lost, while it stays unreachable (wall ms; 0: it is
  * not): a reapd started during an outage learns of it from its
  * predecessor. */
-#define OUTAGE_KEY   "docker.outage_since_ms"
-#define OUTAGE_SPANS 8
+#define OUTAGE_KEY "docker.outage_since_ms"
+/* The last outage that ended (wall ms): a reapd killed soon after it
+ * still says that a container which finished in it exited while the
+ * engine was down (found by the chaos soak: a restart dropped the flag). */
+#define LAST_OUTAGE_FROM_KEY "docker.last_outage_from_ms"
+#define LAST_OUTAGE_TO_KEY   "docker.last_outage_to_ms"
+#define OUTAGE_SPANS         8
 /* Bytes of reports.jsonl whose reports the store holds (see report.h). */
 #define JOURNAL_KEY "reports.jsonl.end"
 /* Pending record changes written at once rather than at the loop turn's
@@ -133,7 +138,7 @@ struct reaper {
      * last spans it was down, for FinishedAt (inspect) to be judged by. */
     int64_t lost_at_ms;
     int64_t outage_since_ms;
-    struct {
+    struct outage_span {
         int64_t from, to;
     } outages[OUTAGE_SPANS];
     size_t noutages;

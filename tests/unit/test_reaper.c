@@ -744,6 +744,47 @@ t_checkpoint_held_while_discovering(void **state)
     h_free(h);
 }
 
+/* The last engine outage an earlier run saw end is remembered: a reapd
+ * killed soon after it still says that an exit in it happened while the
+ * engine was down (found by the chaos soak: the record that said so could
+ * not be written, the disk full, and the next run reported 255 unflagged).
+ * An exit outside the span is not flagged. */
+static void
+t_last_outage_remembered(void **state)
+{
+    int i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        struct tu_reapd *h = h_new("");
+        struct store *st = NULL;
+        const struct json_node *rep;
+        char err[256];
+        int64_t fin;
+
+        /* The fake engine's FinishedAt. */
+        assert_int_equal(
+            report_parse_time("2026-12-02T10:00:01.000000000Z", &fin), 0);
+        assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+        assert_int_equal(
+            store_set_checkpoint(st, "docker.last_outage_from_ms",
+                                 i == 0 ? fin - 60000 : fin + 60000),
+            STORE_OK);
+        assert_int_equal(
+            store_set_checkpoint(st, "docker.last_outage_to_ms", fin + 120000),
+            STORE_OK);
+        assert_int_equal(store_flush(st), STORE_OK);
+        fake_engine_add(h->fe, A, "exited-meanwhile", MANAGED, "exited", 0);
+        reaper_set_store(h->r, st);
+        assert_int_equal(reaper_start(h->r), 0);
+        TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+        rep = report_for(h, A);
+        assert_true(has_anomaly(rep, "exited_while_engine_down") == (i == 0));
+        h_drop_store(h, st);
+        h_free(h);
+    }
+}
+
 /* Group commit: records changed within a few milliseconds, each in its
  * own loop turn (each container's events and lookups are), share one
  * transaction; a flush per loop turn was one each. */
@@ -1099,6 +1140,7 @@ main(void)
         cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_checkpoint_held_while_discovering),
         cmocka_unit_test(t_group_commit),
+        cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
