@@ -325,9 +325,6 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
             return;
         o.kind = OBS_TASK_EXIT;
         o.exit_code = (int)ev->exit_status;
-        if (c != NULL)
-            log_debug(c->id, "containerd: TaskExit, status %u",
-                      ev->exit_status);
         break;
     case CTRD_EV_TASK_DELETE:
         if (ev->id[0] != '\0' && strcmp(ev->id, ev->container_id) != 0)
@@ -337,8 +334,17 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
     default:
         return;
     }
-    if (c != NULL && c->kind != R_IGNORED)
-        reaper_feed(c, &o);
+    if (c == NULL || c->kind == R_IGNORED)
+        return;
+    reaper_feed(c, &o);
+    if (o.kind == OBS_TASK_EXIT) {
+        /* Perhaps the only true code the node will have, and containerd
+         * never says it again: on disk before anything else happens
+         * (and before the log says it was seen). */
+        persist_flush_now(r);
+        log_debug(ev->container_id, "containerd: TaskExit, status %u",
+                  ev->exit_status);
+    }
 }
 
 static void

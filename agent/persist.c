@@ -54,7 +54,9 @@ struct unsaved {
  * outside reapd learns of a step before it is on disk: a DELETE flushes
  * first (persist_before_delete), a report is stored in its own
  * transaction with whatever waits. A kill -9 inside the window loses the
- * last steps, as a kill just before them would: the restart redoes them.
+ * last steps, as a kill just before them would: the restart redoes them,
+ * from the engine's replay. What nobody replays is written at once
+ * (persist_flush_now: containerd's TaskExit).
  */
 #define GROUP_COMMIT_MS 20
 
@@ -157,19 +159,29 @@ arm_store_retry(struct reaper *r)
     loop_timer_ms(r->ps.retry, 1000);
 }
 
-static void
-on_flush(evutil_socket_t fd, short what, void *arg)
+void
+persist_flush_now(struct reaper *r)
 {
-    struct reaper *r = arg;
     int rc;
 
-    (void)fd;
-    (void)what;
-    r->ps.flush_scheduled = false;
+    if (r->store == NULL)
+        return;
+    if (r->ps.flush_scheduled) {
+        evtimer_del(r->ps.flush_ev);
+        r->ps.flush_scheduled = false;
+    }
     rc = store_flush(r->store);
     persist_result(r, rc, "saving container records");
     if (rc < 0)
         arm_store_retry(r);
+}
+
+static void
+on_flush(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    persist_flush_now(arg);
 }
 
 /* Without an upstream, reports.jsonl and the store are where a report

@@ -54,6 +54,9 @@ void persist_resume_loaded(struct reaper *r);
 /* A flush within a few milliseconds, with whatever else changes
  * meanwhile (at once when many rows wait). */
 void persist_flush_soon(struct reaper *r);
+/* A flush now, for a fact nobody will tell reapd again (containerd's
+ * TaskExit: containerd does not replay events). */
+void persist_flush_now(struct reaper *r);
 /* Counts and says (once) a failed write (rc < 0), and that writes work
  * again. `what` is static text for the log. */
 void persist_result(struct reaper *r, int rc, const char *what);
