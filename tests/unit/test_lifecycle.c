@@ -4958,8 +4958,7 @@ test_containerd_unseen_exit_makes_sure_of_container(void **state)
 
     sc_init(&s, p_channel(true));
     STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
-    STEP(&s, ob_found(LC_RUN_EXITED), LC_SETTLING, ACT_DEADLINES,
-         ACT_INSPECT);
+    STEP(&s, ob_found(LC_RUN_EXITED), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
     STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
     to_task_phase(&s);
     troubled_task_join(&s);
