@@ -296,8 +296,10 @@ find(const char *p, size_t n, const char *needle, size_t k)
 static bool
 allowed_code(int code)
 {
-    static const int codes[] = {200, 400, 401, 404, 405,
-                                413, 414, 431, 501, 503};
+    /* 417: evhttp's answer to an Expect other than 100-continue
+     * (RFC 9110 10.1.1), which the endpoint has no use for. */
+    static const int codes[] = {200, 400, 401, 404, 405, 413,
+                                414, 417, 431, 501, 503};
     size_t i;
 
     for (i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
