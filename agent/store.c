@@ -110,6 +110,7 @@ enum stmt_id {
     S_COMMIT,
     S_ROLLBACK,
     S_REPORT_INSERT,
+    S_REPORT_INSERT_DELIVERED,
     S_SEQ_BUMP,
     S_REPORT_EXISTS,
     S_REPORT_GET,
@@ -143,6 +144,16 @@ static const char *const stmt_sql[S_COUNT] = {
         " SELECT ?1, ?2, value + 1, ?3, 'pending', 0, ?4, ?4,"
         " NOT EXISTS (SELECT 1 FROM reports"
         "  WHERE container_id = ?2 AND state = 'pending')"
+        " FROM meta WHERE name = 'report_seq'"
+        " ON CONFLICT(report_id) DO NOTHING",
+    /* Delivered as it is stored (no upstream): written so at once, not
+     * as pending then marked, which ran the head trigger and wrote and
+     * removed two index entries for nothing. Never pending, so never a
+     * head; a pending report of the same container keeps its own. */
+    [S_REPORT_INSERT_DELIVERED] =
+        "INSERT INTO reports(report_id, container_id, seq, body, state,"
+        " attempts, next_attempt_ms, created_ms, delivered_ms, head)"
+        " SELECT ?1, ?2, value + 1, ?3, 'delivered', 1, ?4, ?4, ?4, 0"
         " FROM meta WHERE name = 'report_seq'"
         " ON CONFLICT(report_id) DO NOTHING",
     [S_SEQ_BUMP] = "UPDATE meta SET value = value + 1"
@@ -1106,10 +1117,27 @@ flush_one(struct store *st, const struct pend *p)
     return run(st, S_CTR_PUT, what);
 }
 
+/* The pending changes, into the transaction begun: they leave memory only
+ * once it commits (pend_clear). */
+static int
+flush_pending(struct store *st)
+{
+    size_t i;
+    int result;
+
+    for (i = 0; i < st->pend_cap; i++) {
+        if (st->pend[i].key == NULL)
+            continue;
+        result = flush_one(st, &st->pend[i]);
+        if (result != STORE_OK)
+            return result;
+    }
+    return STORE_OK;
+}
+
 int
 store_flush(struct store *st)
 {
-    size_t i;
     int result;
 
     if (st->npend == 0)
@@ -1117,14 +1145,10 @@ store_flush(struct store *st)
     result = begin(st, "flush");
     if (result != STORE_OK)
         return result;
-    for (i = 0; i < st->pend_cap; i++) {
-        if (st->pend[i].key == NULL)
-            continue;
-        result = flush_one(st, &st->pend[i]);
-        if (result != STORE_OK) {
-            rollback(st);
-            return result;
-        }
+    result = flush_pending(st);
+    if (result != STORE_OK) {
+        rollback(st);
+        return result;
     }
     result = commit(st, "flush");
     if (result != STORE_OK)
@@ -1250,14 +1274,21 @@ bind_delivered(struct store *st, const char *report_id, int64_t now_ms,
     return result;
 }
 
-/* store_add_report, and with `delivered` the mark in the same
- * transaction: one commit, fewer WAL pages. */
+/*
+ * store_add_report, or with `delivered` a report delivered as it is
+ * stored. The pending changes (container records, checkpoints) go in the
+ * same transaction: they are due before the report anyway (a report must
+ * never be on disk ahead of the steps that led to it), and one commit
+ * costs less than two.
+ */
 static int
 add_report(struct store *st, const char *report_id, const char *container_id,
            const char *body, size_t len, int64_t now_ms, bool delivered)
 {
     static const char what[] = "add report";
-    sqlite3_stmt *s = st->stmt[S_REPORT_INSERT];
+    enum stmt_id ins = delivered ? S_REPORT_INSERT_DELIVERED : S_REPORT_INSERT;
+    sqlite3_stmt *s = st->stmt[ins];
+    bool flushed = false;
     int result, rc;
 
     if (!store_valid_id(report_id, STORE_REPORT_ID_MAX) ||
@@ -1270,6 +1301,10 @@ add_report(struct store *st, const char *report_id, const char *container_id,
             return result;
     }
     result = begin(st, what);
+    if (result == STORE_OK && st->npend > 0) {
+        result = flush_pending(st);
+        flushed = true;
+    }
     if (result != STORE_OK)
         goto out;
     result = bind_text(st, s, 1, report_id, strlen(report_id), what);
@@ -1283,7 +1318,7 @@ add_report(struct store *st, const char *report_id, const char *container_id,
         done(s);
         goto out;
     }
-    result = run(st, S_REPORT_INSERT, what);
+    result = run(st, ins, what);
     if (result != STORE_OK)
         goto out;
     if (sqlite3_changes(st->db) == 0) {
@@ -1305,14 +1340,9 @@ add_report(struct store *st, const char *report_id, const char *container_id,
     result = run(st, S_SEQ_BUMP, what);
     if (result != STORE_OK)
         goto out;
-    if (delivered) {
-        result = bind_delivered(st, report_id, now_ms, what);
-        if (result == STORE_OK)
-            result = run(st, S_MARK_DELIVERED, what);
-        if (result != STORE_OK)
-            goto out;
-    }
     result = commit(st, what);
+    if (result == STORE_OK && flushed)
+        pend_clear(st);
 out:
     rollback(st); /* nothing to undo once committed */
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */

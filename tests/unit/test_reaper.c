@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1006,6 +1007,24 @@ t_no_delete_before_record_durable(void **state)
     h_free(h);
 }
 
+/* Takes up every free page of the capped store's file, so that no write
+ * that needs a page more can pass, whatever pages earlier writes freed. */
+static void
+fill_free_pages(struct store *st)
+{
+    sqlite3 *db = store_sqlite(st);
+    int rc, n = 0;
+
+    assert_int_equal(
+        sqlite3_exec(db, "CREATE TABLE filler(x BLOB)", NULL, NULL, NULL),
+        SQLITE_OK);
+    do
+        rc = sqlite3_exec(db, "INSERT INTO filler VALUES (zeroblob(1000))",
+                          NULL, NULL, NULL);
+    while (rc == SQLITE_OK && ++n < 100000);
+    assert_int_equal(rc, SQLITE_FULL);
+}
+
 /* A report that reached neither reports.jsonl nor the store (the disk
  * full: here a run without the journal, and the database capped at its
  * size) waits in memory; the container's record must then stay in the
@@ -1022,7 +1041,6 @@ t_report_only_in_memory_keeps_record(void **state)
     const struct json_node *rep;
 
     (void)state;
-    /* A report bigger than a page: it needs pages the cap refuses. */
     snprintf(labels, sizeof(labels),
              "{\"reapd.managed\":\"true\",\"big\":\"%06000d\"}", 7);
     fake_engine_add(h->fe, A, "only-in-memory", labels, NULL, 1);
@@ -1039,6 +1057,7 @@ t_report_only_in_memory_keeps_record(void **state)
     TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == 1, 3000);
     /* The record is on disk; now the store takes nothing new. */
     assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
+    fill_free_pages(st);
     TU_RUN_UNTIL(h->l, !fake_engine_has(h->fe, A), 3000);
     tu_run_for(h->l, 500);
     assert_false(has_report(h, A));
