@@ -391,10 +391,10 @@ log_transition(const char *cid, const char *from, const char *to,
     char t[STATE_MAX + sizeof(TRUNC_MARK)];
     char r[REASON_MAX + sizeof(TRUNC_MARK)];
 
-    if (LOG_LEVEL_INFO < cur_level)
+    if (LOG_LEVEL_DEBUG < cur_level)
         return;
     field_copy(f, from ? from : "", STATE_MAX);
     field_copy(t, to ? to : "", STATE_MAX);
     field_copy(r, reason ? reason : "", REASON_MAX);
-    emit(LOG_LEVEL_INFO, cid, "transition", f, t, r);
+    emit(LOG_LEVEL_DEBUG, cid, "transition", f, t, r);
 }

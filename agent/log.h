@@ -29,7 +29,8 @@ int log_format_parse(const char *s, enum log_format *out);
 void log_msg(enum log_level level, const char *cid, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* A container's state transition: from -> to, because of `reason`. */
+/* A container's state transition: from -> to, because of `reason`; at
+ * debug level (an exit takes eight). */
 void log_transition(const char *cid, const char *from, const char *to,
                     const char *reason);
 
