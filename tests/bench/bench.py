@@ -28,6 +28,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -175,10 +176,61 @@ class Sim:
         self.err.close()
 
 
+class Probe(threading.Thread):
+    """GET /livez on one keep-alive connection, again and again, from as
+    soon as the endpoint accepts: the longest answer is how long the loop
+    was held at most."""
+
+    def __init__(self, port):
+        super().__init__(daemon=True)
+        self.port = port
+        self.halt = threading.Event()
+        self.answers = 0
+        self.worst = 0.0
+        self.first = None
+        self.error = None
+
+    def run(self):
+        conn = None
+        while not self.halt.is_set():
+            try:
+                if conn is None:
+                    conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                                      timeout=60)
+                    conn.connect()
+                t0 = time.monotonic()
+                conn.request("GET", "/livez")
+                resp = conn.getresponse()
+                resp.read()
+                dt = time.monotonic() - t0
+            except (OSError, http.client.HTTPException):
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.01)
+                continue
+            if resp.status != 200:
+                self.error = "HTTP %d" % resp.status
+                break
+            if self.first is None:
+                self.first = dt
+            self.answers += 1
+            self.worst = max(self.worst, dt)
+            time.sleep(0.001)
+        if conn is not None:
+            conn.close()
+
+    def stop(self):
+        self.halt.set()
+        self.join(10)
+        if self.error is not None:
+            raise BenchError("/livez during the relist: %s" % self.error)
+
+
 class Reapd:
     """One reapd process on its own state directory and status port."""
 
-    def __init__(self, build, workdir, docker_sock, extra=None):
+    def __init__(self, build, workdir, docker_sock, extra=None, ready=True):
         self.port = free_port()
         self.url = "127.0.0.1:%d" % self.port
         cfg = {
@@ -203,7 +255,9 @@ class Reapd:
         self.p = subprocess.Popen([exe, "-c", path], stdin=subprocess.DEVNULL,
                                   stdout=self.log, stderr=self.log)
         self.pid = self.p.pid
-        self.wait_ready(60)
+        self.t_start = time.monotonic()
+        if ready:
+            self.wait_ready(60)
 
     def get(self, path):
         c = http.client.HTTPConnection(self.url, timeout=30)
@@ -317,9 +371,11 @@ class Bench:
     def run_pair(self, name, sim_args, reapd_extra, body):
         d = self.workdir(name)
         sim = reapd = None
+        extra = dict(reapd_extra)
+        ready = not extra.pop("_no_ready", False)
         try:
             sim = Sim(self.build, d, sim_args)
-            reapd = Reapd(self.build, d, sim.sock, reapd_extra)
+            reapd = Reapd(self.build, d, sim.sock, extra, ready=ready)
             body(sim, reapd)
         finally:
             err = None
@@ -507,6 +563,36 @@ class Bench:
 
         self.run_pair("idle", ["--containers", "1000"], {}, body)
 
+    # Relist: the container list at start, with 10,000 and 100,000
+    # containers. A probe keeps asking /livez on one keep-alive
+    # connection meanwhile; the longest answer is the longest time the
+    # loop was held (plus the probe's own round trip, measured alone
+    # first).
+    def relist(self):
+        sizes = [1000] if self.smoke else [10000, 100000]
+        for n in sizes:
+            def body(sim, r):
+                probe = Probe(r.port)
+                probe.start()
+                r.wait_ready(600)
+                t_ready = time.monotonic() - r.t_start
+                time.sleep(0.5)  # the records' group commit
+                probe.stop()
+                if probe.answers < 10:
+                    raise BenchError("the probe got %d answers" %
+                                     probe.answers)
+                tag = "%dk" % (n // 1000)
+                self.figure("relist_%s_secs" % tag, round(t_ready, 2), "s",
+                            "start to ready with %d containers (relist, "
+                            "decisions, records)" % n)
+                self.figure("relist_%s_stall_max_ms" % tag,
+                            round(probe.worst * 1000, 1), "ms",
+                            "longest /livez answer during it (%d answers; "
+                            "alone: %.2f ms)" % (probe.answers,
+                                                 probe.first * 1000))
+            self.run_pair("relist-%d" % n, ["--containers", str(n)],
+                          {"_no_ready": True}, body)
+
     def real(self):
         script = os.path.join(HERE, "real.sh")
         out = subprocess.run(["bash", script, os.path.join(self.build,
@@ -554,13 +640,13 @@ def main():
                     help="keep the work directory (logs, state)")
     ap.add_argument("--only", default="",
                     help="comma-separated scenarios: ingest,churn,memory,"
-                    "idle,real")
+                    "idle,relist,real")
     args = ap.parse_args()
     if args.real is None:
         args.real = not args.smoke
     b = Bench(args)
     scenarios = [("ingest", b.ingest), ("churn", b.churn), ("memory", b.memory),
-            ("idle", b.idle)]
+            ("idle", b.idle), ("relist", b.relist)]
     if args.real:
         scenarios.append(("real", b.real))
     only = set(filter(None, args.only.split(",")))

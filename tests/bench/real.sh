@@ -19,7 +19,8 @@ IDLE_SECS=${BENCH_REAL_IDLE_SECS:-10}
 # Quiet time before the idle window (the starts' events and lookups
 # drain, and one-time checks pass).
 SETTLE_SECS=${BENCH_REAL_SETTLE_SECS:-5}
-# idle: only the idle figures (what bench.real_idle checks).
+# idle: only the idle figures (what bench.real_idle checks); reapd: all
+# but the peer's.
 ONLY=${BENCH_REAL_ONLY:-}
 
 figure() {
@@ -149,6 +150,7 @@ count_reports() {
 }
 lines0=$(($(count_reports)))
 metrics >"$D/m0"
+w0=$(switches "$REAPD_PID")
 c0=$(cpu_ns "$REAPD_PID")
 t0=$(now_ms)
 exits reapd.managed=true
@@ -161,6 +163,7 @@ settled() {
 wait_until 300 "$EXITS reports" settled
 t2=$(now_ms)
 c1=$(cpu_ns "$REAPD_PID")
+w1=$(switches "$REAPD_PID")
 metrics >"$D/m1"
 ev=$(($(metric "$D/m1" reapd_events_received_total) - $(metric "$D/m0" reapd_events_received_total)))
 figure real_engine_exits_per_sec \
@@ -181,13 +184,45 @@ commits=$(($(metric "$D/m1" reapd_state_commits_total) - $(metric "$D/m0" reapd_
 figure real_state_commits_per_exit \
   "$(awk -v n="$commits" -v e="$EXITS" 'BEGIN { printf "%.1f", n / e }')" tx \
   "state database transactions per exit (records, checkpoints, the report)"
+# Engine calls per exit, by call (the count of each call's histogram).
+calls() {
+  awk '/^reapd_engine_request_duration_seconds_count\{/ {
+    match($1, /call="[a-z_]+"/); c = substr($1, RSTART + 6, RLENGTH - 7)
+    match($1, /api="[a-z]+"/); a = substr($1, RSTART + 5, RLENGTH - 6)
+    n[a "." c] += $2 } END { for (k in n) print k, n[k] }' "$1" | sort
+}
+join -a 2 -e 0 -o 0,1.2,2.2 <(calls "$D/m0") <(calls "$D/m1") |
+  while read -r call n0 n1; do
+    figure "real_calls_per_exit_${call/./_}" \
+      "$(awk -v n=$((n1 - n0)) -v e="$EXITS" 'BEGIN { printf "%.2f", n / e }')" \
+      calls "engine calls per exit: $call"
+  done
 real_us=$(((c1 - c0) / 1000 / EXITS))
 figure real_cpu_us_per_exit "$real_us" us "reapd CPU per settled exit"
+figure real_wakeups_per_exit \
+  "$(awk -v n=$((w1 - w0)) -v e="$EXITS" 'BEGIN { printf "%.1f", n / e }')" 1 \
+  "reapd's context switches per exit (each one a sleep in epoll_wait ended by an event, an answer or a timer)"
+# What one wakeup costs here (tests/tools/wakecost): on a virtual machine
+# it is most of a daemon's CPU per exit, whatever the daemon does.
+wakecost=$(dirname "$REAPD_BIN")/tests/tools/wakecost
+if [ -x "$wakecost" ]; then
+  wk=$("$wakecost" 2000 1000 | awk '$1 == "wakeup_cpu_us" { print $2 }')
+  figure machine_wakeup_cpu_us "$wk" us \
+    "CPU of one epoll wakeup on this machine (a unix-socket ping-pong, 1 ms apart)"
+  figure real_wakeup_share_pct \
+    "$(awk -v w="$wk" -v n=$((w1 - w0)) -v e="$EXITS" -v c="$real_us" \
+      'BEGIN { printf "%.0f", 100 * w * n / e / (c > 0 ? c : 1) }')" % \
+    "of reapd's CPU per exit that its wakeups cost at the machine's price"
+fi
 figure real_uss_kib "$(uss_kib "$REAPD_PID")" KiB "reapd's private memory (USS) after the churn"
 
 # ---- the peer: the same steps by a python3-docker script, alone on the
 # engine (reapd stopped), on as many exits of the same kind
 reapd_stop
+if [ "$ONLY" = reapd ]; then
+  e2e_pass >&2
+  exit 0
+fi
 peer_out=$D/peer.out
 /usr/bin/python3 "$here/peer_watcher.py" "$D/docker.sock" bench.peer=true "$EXITS" \
   >"$peer_out" 2>"$D/peer.err" &
@@ -195,14 +230,16 @@ peer=$!
 peer_ready() { grep -qx ready "$peer_out"; }
 wait_until 30 "the peer subscribed" peer_ready
 c0=$(cpu_ns "$peer")
+w0=$(switches "$peer")
 t0=$(now_ms)
 exits bench.peer=true
 peer_done() {
   pid_alive "$peer" || fail "the peer exited: $(tail -n 5 "$D/peer.err")"
-  grep -qx done "$peer_out"
+  grep -qx 'done' "$peer_out"
 }
 wait_until 600 "$EXITS exits handled by the peer" peer_done
 c1=$(cpu_ns "$peer")
+w1=$(switches "$peer")
 peer_uss=$(uss_kib "$peer")
 kill "$peer"
 wait "$peer" 2>/dev/null || true
@@ -212,6 +249,9 @@ peer_us=$(((c1 - c0) / 1000 / EXITS))
 figure peer_cpu_us_per_exit "$peer_us" us \
   "a python3-docker watcher's CPU per exit: die event, inspect, remove, poll until gone ($(($(now_ms) - t0)) ms for $EXITS)"
 figure peer_uss_kib "$peer_uss" KiB "the watcher's private memory (USS)"
+figure peer_wakeups_per_exit \
+  "$(awk -v n=$((w1 - w0)) -v e="$EXITS" 'BEGIN { printf "%.1f", n / e }')" 1 \
+  "the watcher's context switches per exit"
 figure real_cpu_ratio_vs_peer \
   "$(awk -v a="$peer_us" -v b="$real_us" 'BEGIN { printf "%.1f", a / (b > 0 ? b : 1) }')" x \
   "the watcher's CPU per exit over reapd's (reapd with containerd on, the watcher Docker only)"
