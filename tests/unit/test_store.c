@@ -1976,6 +1976,7 @@ t_add_delivered(void **state)
     assert_int_equal(r.state, STORE_DELIVERED);
     assert_int_equal(r.delivered_ms, 50);
     assert_int_equal(r.seq, 1);
+    assert_int_equal(r.attempts, 1);
     store_report_clear(&r);
     assert_int_equal(store_add_delivered(f->st, id, ctr, "{}", 2, 60),
                      STORE_DUPLICATE);
@@ -1995,6 +1996,57 @@ t_add_delivered(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+/* Records waiting for the group commit go with a report, in its one
+ * transaction (a report is never on disk ahead of the steps before it);
+ * a report refused as a duplicate leaves them waiting. */
+static void
+t_report_carries_pending(void **state)
+{
+    struct fx *f = *state;
+    struct store_containers all;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+    uint64_t commits;
+    size_t i;
+
+    tu_report_id(id, 1);
+    tu_container_id(ctr, 1);
+    assert_int_equal(store_put_container(f->st, ctr, "{\"s\":1}", 7, 10),
+                     STORE_OK);
+    assert_int_equal(store_set_checkpoint(f->st, "docker.events", 42),
+                     STORE_OK);
+    assert_int_equal(store_pending(f->st), 2);
+    commits = store_commits(f->st);
+    assert_int_equal(store_add_delivered(f->st, id, ctr, "{}", 2, 20),
+                     STORE_OK);
+    assert_int_equal(store_commits(f->st), commits + 1);
+    assert_int_equal(store_pending(f->st), 0);
+    for (i = 0; i < 2; i++) {
+        int64_t v = 0;
+
+        if (i == 1)
+            reopen(f);
+        assert_int_equal(store_get_containers(f->st, &all), STORE_OK);
+        assert_int_equal(all.n, 1);
+        assert_string_equal(all.v[0].json, "{\"s\":1}");
+        store_containers_free(&all);
+        assert_int_equal(store_get_checkpoint(f->st, "docker.events", &v),
+                         STORE_OK);
+        assert_int_equal(v, 42);
+    }
+
+    /* A duplicate commits nothing: the record waits for its flush. */
+    assert_int_equal(store_put_container(f->st, ctr, "{\"s\":2}", 7, 30),
+                     STORE_OK);
+    assert_int_equal(store_add_report(f->st, id, ctr, "{}", 2, 40),
+                     STORE_DUPLICATE);
+    assert_int_equal(store_pending(f->st), 1);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_get_containers(f->st, &all), STORE_OK);
+    assert_string_equal(all.v[0].json, "{\"s\":2}");
+    store_containers_free(&all);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 int
 main(void)
 {
@@ -2011,6 +2063,7 @@ main(void)
         T(t_duplicate),
         T(t_dead_reasons),
         T(t_add_delivered),
+        T(t_report_carries_pending),
         T(t_invalid_input),
         T(t_due_order),
         T(t_due_model),
