@@ -534,6 +534,26 @@ reaper_apply(struct rec *c, const struct lc_result *res)
     return true;
 }
 
+/*
+ * The engine copies a container's labels over its own fields in an
+ * event's attributes: a label named "exitCode" is what the die event says
+ * in place of the exit code (seen on dockerd 20.10, 26.1 and 28.5), so
+ * "exitCode=0" would make an exit of 3 look clean. For such a container
+ * the die event's code says nothing. (Past the label limits of bounds.h
+ * the label may be among those dropped: then it goes unseen; the die
+ * event's code is only the last source, after containerd and inspect.)
+ */
+static bool
+die_code_masked(const struct rec *c)
+{
+    size_t i;
+
+    for (i = 0; i < c->nlabels; i++)
+        if (strcmp(c->labels[i].key, "exitCode") == 0)
+            return true;
+    return false;
+}
+
 bool
 reaper_feed(struct rec *c, const struct lc_obs *obs)
 {
@@ -553,6 +573,8 @@ reaper_feed(struct rec *c, const struct lc_obs *obs)
                             " the relist will reconcile");
         return true;
     }
+    if (o.kind == OBS_EVENT_DIE && o.has_exit_code && die_code_masked(c))
+        o.has_exit_code = false;
     r->obs_ns = loop_now_ns();
     o.now_ms = loop_now_ms();
     o.rnd = backoff_rand(&r->rnd);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Containers removed by someone else (docker run --rm, docker rm -f) are
-# still reported, as removed, without errors.
+# still reported, as removed, without errors; a label named exitCode
+# (which the engine puts in its die event in place of the code) is never
+# taken for the exit code.
 # Usage: bash tests/e2e/test_rm_by_other.sh /path/to/reapd
 # shellcheck disable=SC2016  # jq programs: $names are jq variables
 set -euo pipefail
@@ -45,11 +47,30 @@ assert_json "$line_b" '.removed_by == "other"' "B removed_by"
 assert_json "$line_b" '.delete_attempts == 0' "B: no DELETE from reapd"
 assert_json "$line_b" '.anomalies == []' "B: no anomalies"
 assert_gone "$b"
+
+# C carries a label named exitCode: the engine copies labels over its own
+# event attributes, so its die event says "0" for a SIGKILL. reapd must
+# not take that for the exit code (at worst the code is unknown).
+c=$(run_ctr --label reapd.managed=true --label exitCode=0 "$IMAGE" sleep 600)
+dk rm -f "$c" >/dev/null
+log "C ${c:0:12} (label exitCode=0) removed with docker rm -f"
+line_c=$(wait_report "$c" 30)
+log "C report: $line_c"
+assert_report_basic "$line_c" "$c"
+assert_json "$line_c" '.exit_code == 137 or .exit_code == null' \
+  "C exit_code (137 or unknown, never the label's 0)"
+assert_json "$line_c" '.engine_exit_code == null' \
+  "C engine_exit_code (the die event's is the label's)"
+assert_json "$line_c" '.labels.exitCode == "0"' "C's label in its report"
+assert_gone "$c"
+
 assert_no_task "$a" 5
 assert_no_task "$b" 5
+assert_no_task "$c" 5
 
 assert_one_report_id "$a"
 assert_one_report_id "$b"
+assert_one_report_id "$c"
 assert_log_clean
 
 e2e_pass

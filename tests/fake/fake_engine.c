@@ -120,6 +120,11 @@ emit(struct fake_engine *fe, struct fcont *c, const char *action,
     if (n >= 2 && c->labels[0] == '{') {
         snprintf(inner, n + 1, "%.*s", (int)(n - 2), c->labels + 1);
     }
+    /* The engine copies the labels over its own attributes (dockerd
+     * 20.10 to 28.5): a label named exitCode is what a die event says. */
+    if (extra_attr != NULL && strncmp(extra_attr, "\"exitCode\":", 11) == 0 &&
+        strstr(inner, "\"exitCode\":") != NULL)
+        extra_attr = NULL;
     snprintf(line, size,
              "{\"status\":\"%s\",\"id\":\"%s\",\"from\":\"img:1\","
              "\"Type\":\"container\",\"Action\":\"%s\",\"Actor\":{\"ID\":"

@@ -321,6 +321,40 @@ t_removed_by_other(void **state)
     h_free(h);
 }
 
+/* A label named exitCode is what the engine's die event says in place of
+ * the exit code: with neither containerd nor inspect to tell (removed by
+ * someone else at once), the exit code is unknown, not the label's. */
+static void
+t_exit_code_label_masks_die_event(void **state)
+{
+    struct tu_reapd *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "masked",
+                    "{\"reapd.managed\":\"true\",\"exitCode\":\"0\"}", NULL,
+                    1);
+    fake_engine_add(h->fe, B, "plain", MANAGED, NULL, 1);
+    tu_run_for(h->l, 50);
+    fake_engine_exit(h->fe, A, 3, 3);
+    fake_engine_remove(h->fe, A, 1);
+    fake_engine_exit(h->fe, B, 4, 4);
+    fake_engine_remove(h->fe, B, 1);
+    TU_RUN_UNTIL(h->l, has_report(h, A) && has_report(h, B), 3000);
+    rep = report_for(h, A);
+    assert_int_equal(json_get(rep, "exit_code")->type, JSON_NULL);
+    assert_int_equal(json_get(rep, "engine_exit_code")->type, JSON_NULL);
+    assert_true(is_true(rep, "removed"));
+    /* Its label is in the report as it is. */
+    assert_string_equal(
+        json_string(json_get(json_get(rep, "labels"), "exitCode")), "0");
+    rep = report_for(h, B);
+    assert_int_equal(int_of(rep, "exit_code"), 4);
+    assert_string_equal(json_string(json_get(rep, "exit_code_source")),
+                        "event");
+    h_free(h);
+}
+
 static void
 t_restart_is_not_final(void **state)
 {
@@ -1172,6 +1206,7 @@ main(void)
         cmocka_unit_test(t_slow_inspect_does_not_delay_others),
         cmocka_unit_test(t_max_in_flight),
         cmocka_unit_test(t_removed_by_other),
+        cmocka_unit_test(t_exit_code_label_masks_die_event),
         cmocka_unit_test(t_restart_is_not_final),
         cmocka_unit_test(t_stream_cut_and_missed_exit),
         cmocka_unit_test(t_garbage_stream_steps_over),
