@@ -1165,7 +1165,9 @@ on_subscribed(void *arg)
             if (rc >= 0)
                 rc = store_set_checkpoint(r->store, LAST_OUTAGE_TO_KEY, now);
             persist_result(r, rc, "saving the events checkpoint");
-            persist_flush_soon(r);
+            /* Rare, and a reapd killed before the group commit would
+             * take a span that has ended for one still open. */
+            persist_flush_now(r);
         }
     }
     evtimer_del(r->relist_timer);
@@ -1183,8 +1185,10 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
     r->relisted = false;
     if (r->lost_at_ms == 0)
         r->lost_at_ms = report_now_ms();
-    /* The engine itself is down: said in the state at once, so that a
-     * reapd restarted before it is back knows. */
+    /* The engine itself is down: committed before anything is said, so
+     * that a reapd killed at any moment after and restarted before the
+     * engine is back knows (the group commit's few milliseconds were a
+     * window: a kill -9 right after the log line lost it). */
     if (r->outage_since_ms == 0 && docker_watch_unreachable(r->d)) {
         r->outage_since_ms = r->lost_at_ms;
         if (r->store != NULL) {
@@ -1192,7 +1196,7 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
                 r,
                 store_set_checkpoint(r->store, OUTAGE_KEY, r->outage_since_ms),
                 "saving the events checkpoint");
-            persist_flush_soon(r);
+            persist_flush_now(r);
         }
     }
     log_warn(NULL, "%s; reconnecting in %llu ms", why,

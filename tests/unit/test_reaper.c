@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <event2/event.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -820,6 +821,61 @@ t_last_outage_remembered(void **state)
     }
 }
 
+/* The engine going down is committed in the loop turn that finds it
+ * unreachable, before the log says so, and so is its end: a reapd killed
+ * right after (the e2e test kills it as soon as the log line shows) and
+ * started before the engine is back must know the engine was down. The
+ * group commit's 20 ms were a window that test fell into. */
+static void
+t_outage_committed_at_once(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct event_base *base = loop_base(h->l);
+    int64_t since = -1, from = 0, to = 0;
+    uint64_t t0;
+    bool seen = false;
+
+    (void)state;
+    tu_run_for(h->l, 100);
+    fake_engine_free(h->fe);
+    h->fe = NULL;
+    t0 = loop_now_ms();
+    while (!seen && loop_now_ms() - t0 < 5000) {
+        event_base_loop(base, EVLOOP_ONCE);
+        seen = docker_watch_unreachable(h->d);
+    }
+    assert_true(seen);
+    assert_int_equal(store_pending(st), 0);
+    assert_int_equal(
+        store_get_checkpoint(st, "docker.outage_since_ms", &since), STORE_OK);
+    assert_true(since > 0);
+
+    /* Back: the span is closed in the same turn as it is said. */
+    h->fe = fake_engine_new(base, h->sock);
+    assert_non_null(h->fe);
+    seen = false;
+    t0 = loop_now_ms();
+    while (!seen && loop_now_ms() - t0 < 10000) {
+        event_base_loop(base, EVLOOP_ONCE);
+        seen = docker_watch_connected(h->d);
+    }
+    assert_true(seen);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
+    assert_int_equal(
+        store_get_checkpoint(st, "docker.last_outage_from_ms", &from),
+        STORE_OK);
+    assert_int_equal(store_get_checkpoint(st, "docker.last_outage_to_ms", &to),
+                     STORE_OK);
+    assert_int_equal(from, since);
+    assert_true(to >= from);
+    assert_int_equal(
+        store_get_checkpoint(st, "docker.outage_since_ms", &since), STORE_OK);
+    assert_int_equal(since, 0);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* Group commit: records changed within a few milliseconds, each in its
  * own loop turn (each container's events and lookups are), share one
  * transaction; a flush per loop turn was one each. */
@@ -1194,6 +1250,7 @@ main(void)
         cmocka_unit_test(t_checkpoint_held_while_discovering),
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_last_outage_remembered),
+        cmocka_unit_test(t_outage_committed_at_once),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
