@@ -77,8 +77,10 @@ struct docker_req {
     union {
         docker_inspect_cb inspect;
         docker_list_cb list;
+        docker_list_owned_cb list_owned;
         docker_delete_cb del;
     } cb;
+    bool hand_over; /* a list whose answer goes to its callback */
     void *arg;
     struct docker_req *prev, *next;
 };
@@ -136,6 +138,17 @@ struct docker_parsed {
     struct docker_container *items;
     size_t n;
     struct policy_label *labels;
+};
+
+/* A list answer handed over whole (docker_list_all): its tree, read an
+ * entry at a time. */
+struct docker_list {
+    struct json_node *root;
+    events_label_cb wanted;
+    void *wanted_arg;
+    struct docker_container cur;
+    struct policy_label *labels;
+    size_t labels_cap;
 };
 
 static int
@@ -397,7 +410,8 @@ out:
  */
 static size_t
 take_labels(const struct json_node *obj, struct policy_label *labels,
-            struct docker_container *c, const struct docker_doc *doc)
+            struct docker_container *c, events_label_cb wanted,
+            void *wanted_arg)
 {
     size_t i, n = 0, bytes = 0, size;
     int pass;
@@ -408,8 +422,8 @@ take_labels(const struct json_node *obj, struct policy_label *labels,
     for (pass = 0; pass < 2; pass++) {
         for (i = 0; i < obj->count; i++) {
             const struct json_node *m = obj->items[i];
-            int want = doc->wanted != NULL &&
-                       doc->wanted(m->key, m->key_len, doc->wanted_arg);
+            int want =
+                wanted != NULL && wanted(m->key, m->key_len, wanted_arg);
 
             if (want != (pass == 0))
                 continue;
@@ -529,7 +543,8 @@ inspect_from(struct json_node *root, const struct docker_doc *doc,
     c->image = cstr(img);
     c->image_truncated = cut(img);
     c->labels = p->labels;
-    c->nlabels = take_labels(labels, p->labels, c, doc);
+    c->nlabels =
+        take_labels(labels, p->labels, c, doc->wanted, doc->wanted_arg);
     status = cstr(json_get(st, "Status"));
     if (lc_run_parse(status, &c->state.run) != 0) {
         snprintf(err, errlen, "inspect: unknown State.Status \"%.40s\"",
@@ -548,6 +563,39 @@ inspect_from(struct json_node *root, const struct docker_doc *doc,
     c->state.finished = c->finished_at != NULL;
     *ctx = p;
     *out = c;
+    return 0;
+}
+
+/* One entry of a list answer into *c, its labels into `labels` (room for
+ * as many as its Labels object has): 0, or -1 for an entry without a
+ * valid Id or State (logged, skipped). */
+static int
+list_item(const struct json_node *it, struct docker_container *c,
+          struct policy_label *labels, events_label_cb wanted,
+          void *wanted_arg)
+{
+    const struct json_node *names, *nm = NULL;
+    const char *id = cstr(json_get(it, "Id"));
+    const char *state = cstr(json_get(it, "State"));
+    const char *name;
+
+    memset(c, 0, sizeof(*c));
+    if (!docker_valid_id(id) || lc_run_parse(state, &c->state.run)) {
+        log_warn(NULL, "list: skipping an entry with a bad Id or State");
+        return -1;
+    }
+    memcpy(c->id, id, CTR_ID_SIZE);
+    names = json_get(it, "Names");
+    if (names != NULL && names->type == JSON_ARRAY && names->count > 0)
+        nm = names->items[0];
+    name = cstr(nm);
+    c->name = name != NULL && name[0] == '/' ? name + 1 : name;
+    c->name_truncated = cut(nm);
+    c->image = cstr(json_get(it, "Image"));
+    c->image_truncated = cut(json_get(it, "Image"));
+    c->labels = labels;
+    c->nlabels =
+        take_labels(json_get(it, "Labels"), labels, c, wanted, wanted_arg);
     return 0;
 }
 
@@ -577,28 +625,11 @@ list_from(struct json_node *root, const struct docker_doc *doc,
         return -1;
     }
     for (i = 0; i < root->count; i++) {
-        const struct json_node *it = root->items[i], *names, *nm = NULL;
         struct docker_container *c = &p->items[p->n];
-        const char *id = cstr(json_get(it, "Id"));
-        const char *state = cstr(json_get(it, "State"));
-        const char *name = NULL;
 
-        if (!docker_valid_id(id) || lc_run_parse(state, &c->state.run)) {
-            log_warn(NULL, "list: skipping an entry with a bad Id or State");
+        if (list_item(root->items[i], c, p->labels + lab, doc->wanted,
+                      doc->wanted_arg) != 0)
             continue;
-        }
-        memcpy(c->id, id, CTR_ID_SIZE);
-        names = json_get(it, "Names");
-        if (names != NULL && names->type == JSON_ARRAY && names->count > 0)
-            nm = names->items[0];
-        name = cstr(nm);
-        c->name = name != NULL && name[0] == '/' ? name + 1 : name;
-        c->name_truncated = cut(nm);
-        c->image = cstr(json_get(it, "Image"));
-        c->image_truncated = cut(json_get(it, "Image"));
-        c->labels = p->labels + lab;
-        c->nlabels =
-            take_labels(json_get(it, "Labels"), p->labels + lab, c, doc);
         lab += c->nlabels;
         p->n++;
     }
@@ -761,6 +792,74 @@ req_what(const struct docker_req *r)
                                     : "list";
 }
 
+/* The answer's tree (taken; NULL unless st is DOCKER_OK) to a
+ * docker_list_all callback. */
+static void
+list_hand_over(struct docker_req *r, enum docker_status st,
+               struct json_node *root, const char *msg)
+{
+    struct docker_list *l = NULL;
+    char err[128];
+
+    if (st == DOCKER_OK && (root->type != JSON_ARRAY || root->truncated)) {
+        snprintf(err, sizeof(err),
+                 root->type != JSON_ARRAY ? "list: expected an array"
+                                          : "list: more than %zu containers",
+                 (size_t)LIST_MAX_ITEMS);
+        msg = err;
+        st = DOCKER_FAILED;
+    } else if (st == DOCKER_OK && (l = calloc(1, sizeof(*l))) == NULL) {
+        msg = "out of memory";
+        st = DOCKER_FAILED;
+    }
+    if (st != DOCKER_OK) {
+        json_free(root);
+        r->cb.list_owned(st, NULL, 0, msg, r->arg);
+        return;
+    }
+    l->root = root;
+    l->wanted = r->doc->wanted;
+    l->wanted_arg = r->doc->wanted_arg;
+    r->cb.list_owned(st, l, root->count, msg, r->arg);
+}
+
+int
+docker_list_entry(struct docker_list *l, size_t i,
+                  const struct docker_container **out)
+{
+    const struct json_node *it, *labels;
+    size_t need;
+
+    *out = NULL;
+    if (l == NULL || i >= l->root->count)
+        return 1;
+    it = l->root->items[i];
+    labels = json_get(it, "Labels");
+    need = count_labels(labels);
+    if (need > l->labels_cap) {
+        struct policy_label *nl = realloc(l->labels, need * sizeof(*nl));
+
+        if (nl == NULL)
+            return -1;
+        l->labels = nl;
+        l->labels_cap = need;
+    }
+    if (list_item(it, &l->cur, l->labels, l->wanted, l->wanted_arg) != 0)
+        return 1;
+    *out = &l->cur;
+    return 0;
+}
+
+void
+docker_list_free(struct docker_list *l)
+{
+    if (l == NULL)
+        return;
+    json_free(l->root);
+    free(l->labels);
+    free(l);
+}
+
 static void
 docker_req_done(const struct loop_http_resp *res, void *arg)
 {
@@ -794,6 +893,11 @@ docker_req_done(const struct loop_http_resp *res, void *arg)
         r->cb.inspect(st, st == DOCKER_OK ? cs : NULL, msg, r->arg);
         break;
     case REQ_LIST:
+        if (r->hand_over) {
+            list_hand_over(r, st, root, msg);
+            root = NULL;
+            break;
+        }
         if (st == DOCKER_OK &&
             list_from(root, r->doc, &p, &cs, &n, msg, sizeof(msg)) != 0)
             st = DOCKER_FAILED;
@@ -888,6 +992,18 @@ docker_list(struct docker *d, const char *id, docker_list_cb cb, void *arg)
         snprintf(path, sizeof(path), "/containers/json?all=1");
     return docker_start_req(d, REQ_LIST, "GET", path, ERR_MAX_BODY, (void *)cb,
                             arg);
+}
+
+struct docker_req *
+docker_list_all(struct docker *d, docker_list_owned_cb cb, void *arg)
+{
+    struct docker_req *r = docker_list(d, NULL, NULL, arg);
+
+    if (r != NULL) {
+        r->hand_over = true;
+        r->cb.list_owned = cb;
+    }
+    return r;
 }
 
 struct docker_req *

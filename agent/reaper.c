@@ -829,7 +829,8 @@ meta_from_event(struct rec *c, const struct docker_event *ev)
 static void
 tombstone(struct reaper *r, const char *id)
 {
-    if (r->relist_req == NULL || r->ntombs >= MAX_TOMBSTONE)
+    if ((r->relist_req == NULL && r->rl_ans == NULL) ||
+        r->ntombs >= MAX_TOMBSTONE)
         return;
     memcpy(r->tombs[r->ntombs++], id, CTR_ID_SIZE);
 }
@@ -1002,65 +1003,66 @@ on_relist_timer(evutil_socket_t fd, short what, void *arg)
 static bool
 unlisted(const struct rec *c, const void *arg)
 {
-    return c->born_relist < *(const uint64_t *)arg && c->kind != R_DISCOVERING;
+    uint32_t gen = *(const uint32_t *)arg;
+
+    return c->born_relist < gen && c->listed_relist != gen &&
+           c->kind != R_DISCOVERING;
 }
 
+/* One entry of the relist's answer, taken in against the records. */
 static void
-on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
-          const char *msg, void *arg)
+relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
 {
-    struct reaper *r = arg;
-    uint64_t gen = r->relist_gen;
-    struct rec **absent, *c;
-    struct ctable_iter it;
-    size_t i, nabsent = 0;
+    struct rec *c;
     struct lc_obs o;
-    bool incomplete = false;
 
-    r->relist_req = NULL;
-    reaper_call_done(r, REAPER_CALL_DOCKER_LIST, r->relist_t0);
-    if (st != DOCKER_OK) {
-        uint64_t ms = backoff_delay_ms(
-            ++r->relist_failures, 250,
-            (uint64_t)r->cfg->docker_reconnect_max_ms, backoff_rand(&r->rnd));
-
-        log_warn(NULL, "relist failed: %s; retrying in %llu ms", msg,
-                 (unsigned long long)ms);
-        loop_timer_ms(r->relist_timer, ms);
-        r->ntombs = 0;
+    if (is_tombstoned(r, e->id))
+        return; /* destroyed after the snapshot was taken */
+    c = ctable_find(&r->tab, e->id);
+    if (c == NULL) {
+        c = reaper_rec_new(r, e->id);
+        if (c == NULL) {
+            r->rl_incomplete = true; /* out of memory: seen next time */
+            return;
+        }
+        decide_listed(c, e);
         return;
     }
-    r->relist_failures = 0;
-    r->st.relists++;
-
-    /* Mark who is listed, by visiting each entry. */
-    for (i = 0; i < n; i++) {
-        if (is_tombstoned(r, cs[i].id))
-            continue; /* destroyed after the snapshot was taken */
-        c = ctable_find(&r->tab, cs[i].id);
-        if (c == NULL) {
-            c = reaper_rec_new(r, cs[i].id);
-            if (c == NULL) {
-                incomplete = true; /* out of memory: seen next time */
-                continue;
-            }
-            decide_listed(c, &cs[i]);
-            continue;
-        }
-        c->born_relist = gen + 1; /* listed: not absent */
-        if (c->kind == R_DISCOVERING) {
-            docker_cancel(c->meta_req);
-            c->meta_req = NULL;
-            disarm(c->step);
-            decide_listed(c, &cs[i]);
-        } else if (c->kind == R_MANAGED) {
-            memset(&o, 0, sizeof(o));
-            o.kind = OBS_FOUND;
-            o.inspect = cs[i].state;
-            o.after_outage = r->outage_relist;
-            reaper_feed(c, &o);
-        }
+    c->listed_relist = gen; /* listed: not absent */
+    if (c->kind == R_DISCOVERING) {
+        docker_cancel(c->meta_req);
+        c->meta_req = NULL;
+        disarm(c->step);
+        decide_listed(c, e);
+    } else if (c->kind == R_MANAGED) {
+        memset(&o, 0, sizeof(o));
+        o.kind = OBS_FOUND;
+        o.inspect = e->state;
+        o.after_outage = r->outage_relist;
+        reaper_feed(c, &o);
     }
+}
+
+/* The answer dropped (taken in, or a newer relist under way). */
+static void
+relist_drop_answer(struct reaper *r)
+{
+    docker_list_free(r->rl_ans);
+    r->rl_ans = NULL;
+    r->rl_n = r->rl_next = 0;
+    event_del(r->rl_slice_ev);
+}
+
+/* The whole answer is taken in: what it did not list is gone. */
+static void
+relist_finish(struct reaper *r)
+{
+    uint32_t gen = r->relist_gen;
+    struct rec **absent, *c;
+    size_t i, n = r->rl_n, nabsent = 0;
+    bool incomplete = r->rl_incomplete;
+
+    relist_drop_answer(r);
     /* Records known before this relist was sent and not listed: gone. */
     absent = ctable_collect(&r->tab, unlisted, &gen, &nabsent);
     if (absent == NULL)
@@ -1073,11 +1075,6 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
             reaper_feed_kind(c, OBS_ABSENT);
     }
     free(absent);
-    /* Everyone still here is now "before" the next relist. */
-    for (c = ctable_first(&r->tab, &it); c != NULL;
-         c = ctable_next(&r->tab, &it))
-        if (c->born_relist > gen)
-            c->born_relist = gen;
     r->ntombs = 0;
     if (!r->relisted)
         log_info(NULL,
@@ -1094,10 +1091,91 @@ on_relist(enum docker_status st, const struct docker_container *cs, size_t n,
     } else {
         r->outage_relist = false;
     }
-    /* The answer (megabytes with thousands of containers) is freed when
-     * this callback returns; the heap it grew would otherwise stay
-     * resident for good. */
+    /* The answer (megabytes with thousands of containers) is freed now;
+     * the heap it grew would otherwise stay resident for good. */
     event_active(r->trim_ev, EV_TIMEOUT, 0);
+}
+
+/*
+ * Takes in the relist's answer for about RELIST_SLICE_NS, then yields
+ * to the loop and goes on at its next turn: with 100,000 containers the
+ * decisions and their records took seconds in one callback, and no probe
+ * or event was answered meanwhile. The entries not yet taken in are as
+ * if the answer were still in flight: an event for one of them finds no
+ * record or a discovering one (as before the answer came), a destroy is
+ * tombstoned. Records written meanwhile go out in the group commit's
+ * slices (persist_flush_soon), each inside some slice's time.
+ */
+static void
+relist_slice(struct reaper *r)
+{
+    uint64_t t0 = loop_now_ns();
+    uint32_t gen = r->relist_gen;
+    const struct docker_container *e;
+
+    while (r->rl_ans != NULL && r->rl_next < r->rl_n) {
+        int rc = docker_list_entry(r->rl_ans, r->rl_next++, &e);
+
+        if (rc < 0) {
+            /* The rest would be taken for absent: a whole relist again. */
+            relist_drop_answer(r);
+            r->ntombs = 0;
+            log_error(NULL, "out of memory taking in the relist; relisting "
+                            "again in 1 s");
+            loop_timer_ms(r->relist_timer, 1000);
+            return;
+        }
+        if (rc == 0)
+            relist_take(r, e, gen);
+        if ((r->rl_next & 15) == 0 && loop_now_ns() - t0 >= r->rl_slice_ns)
+            break;
+    }
+    if (r->rl_ans == NULL)
+        return;
+    if (r->rl_next < r->rl_n) {
+        /* A timer, not event_active: an event made active from a
+         * callback runs in the same pass, before any socket is read. */
+        loop_timer_ms(r->rl_slice_ev, 0);
+        return;
+    }
+    relist_finish(r);
+}
+
+static void
+on_relist_slice(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    relist_slice(arg);
+}
+
+static void
+on_relist(enum docker_status st, struct docker_list *ans, size_t n,
+          const char *msg, void *arg)
+{
+    struct reaper *r = arg;
+
+    r->relist_req = NULL;
+    reaper_call_done(r, REAPER_CALL_DOCKER_LIST, r->relist_t0);
+    if (st != DOCKER_OK) {
+        uint64_t ms = backoff_delay_ms(
+            ++r->relist_failures, 250,
+            (uint64_t)r->cfg->docker_reconnect_max_ms, backoff_rand(&r->rnd));
+
+        docker_list_free(ans);
+        log_warn(NULL, "relist failed: %s; retrying in %llu ms", msg,
+                 (unsigned long long)ms);
+        loop_timer_ms(r->relist_timer, ms);
+        r->ntombs = 0;
+        return;
+    }
+    r->relist_failures = 0;
+    r->st.relists++;
+    r->rl_ans = ans;
+    r->rl_n = n;
+    r->rl_next = 0;
+    r->rl_incomplete = false;
+    relist_slice(r);
 }
 
 static void
@@ -1118,10 +1196,12 @@ relist(struct reaper *r)
         docker_cancel(r->relist_req);
         r->relist_req = NULL;
     }
+    /* Half taken in: the newer answer is the one to believe. */
+    relist_drop_answer(r);
     r->ntombs = 0;
     r->relist_gen++;
     r->relist_t0 = loop_now_ms();
-    r->relist_req = docker_list(r->d, NULL, on_relist, r);
+    r->relist_req = docker_list_all(r->d, on_relist, r);
     if (r->relist_req == NULL)
         loop_timer_ms(r->relist_timer, 1000);
 }
@@ -1248,9 +1328,11 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
     r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
     r->trim_ev = event_new(loop_base(l), -1, 0, on_trim, r);
+    r->rl_slice_ev = evtimer_new(loop_base(l), on_relist_slice, r);
+    r->rl_slice_ns = RELIST_SLICE_NS;
     if (ctable_init(&r->tab) != 0 || persist_init(r) != 0 ||
         r->tombs == NULL || r->grant_ev == NULL || r->relist_timer == NULL ||
-        r->trim_ev == NULL) {
+        r->trim_ev == NULL || r->rl_slice_ev == NULL) {
         reaper_free(r);
         return NULL;
     }
@@ -1270,6 +1352,8 @@ reaper_free(struct reaper *r)
     if (r->d != NULL)
         docker_set_labels(r->d, NULL, NULL);
     docker_cancel(r->relist_req);
+    docker_list_free(r->rl_ans);
+    r->rl_ans = NULL;
     audit_cleanup(r);
     r->stopping = true;
     /* Stopping is not forgetting: the records stay in the store. */
@@ -1285,9 +1369,17 @@ reaper_free(struct reaper *r)
         event_free(r->relist_timer);
     if (r->trim_ev != NULL)
         event_free(r->trim_ev);
+    if (r->rl_slice_ev != NULL)
+        event_free(r->rl_slice_ev);
     ctable_cleanup(&r->tab);
     free(r->tombs);
     free(r);
+}
+
+void
+reaper_set_relist_slice_ns(struct reaper *r, uint64_t ns)
+{
+    r->rl_slice_ns = ns;
 }
 
 void

@@ -138,6 +138,10 @@ struct reaper *reaper_new(struct loop *l, struct docker *d,
 /* Cancels all pending work and frees every record. */
 void reaper_free(struct reaper *r);
 
+/* How long a relist's answer is taken in per loop turn before the loop
+ * gets its turn (default 2 ms; tests make it short to see the slices). */
+void reaper_set_relist_slice_ns(struct reaper *r, uint64_t ns);
+
 /* Swaps the config (SIGHUP). Records already tracked keep the policy they
  * were given; new ones get the new policies. `cfg` is borrowed. */
 void reaper_set_config(struct reaper *r, const struct config *cfg);

@@ -43,6 +43,8 @@ struct policy_label;
  * end (persist_flush_soon). */
 #define FLUSH_SLICE_ROWS 256
 #define MAX_TOMBSTONE    4096
+/* A relist's answer is taken in for at most this long per loop turn. */
+#define RELIST_SLICE_NS 2000000u
 
 enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
 
@@ -94,7 +96,10 @@ struct rec {
     bool slot_queued, slot_held;
     struct rec *qprev, *qnext;
 
-    uint64_t born_relist;   /* relist generation when created */
+    /* Relist generations (reaper.relist_gen): when created, and the last
+     * relist that listed it. */
+    uint32_t born_relist;
+    uint32_t listed_relist;
     bool persisted;         /* a record of it is in the store */
     bool persisted_running; /* ... and it says only "running" */
     bool persist_done;      /* written by this step already (a DELETE's) */
@@ -129,7 +134,7 @@ struct reaper {
     /* Relists. */
     struct docker_req *relist_req;
     uint64_t relist_t0;
-    uint64_t relist_gen; /* bumped when a relist is sent */
+    uint32_t relist_gen; /* bumped when a relist is sent */
     bool relisted;       /* a relist completed since the last subscribe */
     /* The subscription follows an engine outage: what the next complete
      * relist finds exited, exited while dockerd was down. */
@@ -144,7 +149,15 @@ struct reaper {
     size_t noutages;
     unsigned relist_failures;
     struct event *relist_timer;
-    struct event *trim_ev;      /* after a relist: give the heap back */
+    struct event *trim_ev; /* after a relist: give the heap back */
+    /* A relist's answer being taken in, a slice per loop turn: entries
+     * before `rl_next` are done; the tombstones go on being kept until
+     * the last. */
+    struct docker_list *rl_ans;
+    size_t rl_n, rl_next;
+    bool rl_incomplete;
+    struct event *rl_slice_ev;
+    uint64_t rl_slice_ns;       /* RELIST_SLICE_NS, but for tests */
     char (*tombs)[CTR_ID_SIZE]; /* destroyed while a relist was in flight */
     /* The events checkpoint: the last event's time, the checkpoint held
      * back for records still discovering, and the value last written. */

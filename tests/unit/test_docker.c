@@ -1558,6 +1558,82 @@ t_e2e_delete(void **state)
     e2e_free(e);
 }
 
+/* docker_list_all hands its answer over: it stays readable after the
+ * call is done, an entry at a time, until the caller frees it (a relist
+ * takes it in over several loop turns); a bad entry is skipped, not the
+ * answer; an error hands nothing. */
+struct kept {
+    int done;
+    enum docker_status st;
+    struct docker_list *ans;
+    size_t n;
+};
+
+static void
+cb_list_kept(enum docker_status st, struct docker_list *ans, size_t n,
+             const char *msg, void *arg)
+{
+    struct kept *k = arg;
+
+    (void)msg;
+    k->done++;
+    k->st = st;
+    k->ans = ans;
+    k->n = n;
+}
+
+static void
+t_e2e_list_all_handed_over(void **state)
+{
+    struct e2e *e = e2e_subscribed();
+    const struct docker_container *c;
+    struct kept k = {0};
+
+    (void)state;
+    fake_engine_add(e->fe, A, "a", "{\"k\":\"v\",\"k2\":\"v2\"}", "exited", 0);
+    fake_engine_add(e->fe, B, "b", NULL, NULL, 0);
+    assert_non_null(docker_list_all(e->d, cb_list_kept, &k));
+    TU_RUN_UNTIL(e->l, k.done == 1, 3000);
+    tu_run_for(e->l, 20); /* the call's own memory is long gone */
+    assert_int_equal(k.st, DOCKER_OK);
+    assert_non_null(k.ans);
+    assert_int_equal(k.n, 2);
+    assert_int_equal(docker_list_entry(k.ans, 0, &c), 0);
+    assert_string_equal(c->id, A);
+    assert_string_equal(c->name, "a");
+    assert_int_equal(c->state.run, LC_RUN_EXITED);
+    assert_int_equal(c->nlabels, 2);
+    assert_string_equal(c->labels[1].value, "v2");
+    assert_int_equal(docker_list_entry(k.ans, 1, &c), 0);
+    assert_string_equal(c->id, B);
+    assert_int_equal(c->nlabels, 0);
+    assert_int_equal(docker_list_entry(k.ans, 2, &c), 1);
+    assert_null(c);
+    docker_list_free(k.ans);
+
+    /* An entry without a valid Id is skipped; the others are read. */
+    memset(&k, 0, sizeof(k));
+    fake_engine_add(e->fe, "zz", "bad", NULL, NULL, 0);
+    assert_non_null(docker_list_all(e->d, cb_list_kept, &k));
+    TU_RUN_UNTIL(e->l, k.done == 1, 3000);
+    assert_int_equal(k.st, DOCKER_OK);
+    assert_int_equal(k.n, 3);
+    assert_int_equal(docker_list_entry(k.ans, 0, &c), 0);
+    assert_int_equal(docker_list_entry(k.ans, 2, &c), 1);
+    assert_int_equal(docker_list_entry(k.ans, 1, &c), 0);
+    assert_string_equal(c->id, B);
+    docker_list_free(k.ans);
+
+    memset(&k, 0, sizeof(k));
+    fake_engine_fail(e->fe, FAKE_LIST, 500, 1, "list broken");
+    assert_non_null(docker_list_all(e->d, cb_list_kept, &k));
+    TU_RUN_UNTIL(e->l, k.done == 1, 3000);
+    assert_int_equal(k.st, DOCKER_FAILED);
+    assert_null(k.ans);
+    assert_int_equal(k.n, 0);
+    e2e_free(e);
+}
+
 static void
 t_e2e_cancel(void **state)
 {
@@ -1821,6 +1897,7 @@ main(void)
         cmocka_unit_test(t_e2e_inspect),
         cmocka_unit_test(t_e2e_list),
         cmocka_unit_test(t_e2e_delete),
+        cmocka_unit_test(t_e2e_list_all_handed_over),
         cmocka_unit_test(t_e2e_cancel),
         cmocka_unit_test(t_e2e_free_in_flight),
         cmocka_unit_test(t_e2e_version_fault_retried),

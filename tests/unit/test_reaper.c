@@ -876,6 +876,63 @@ t_outage_committed_at_once(void **state)
     h_free(h);
 }
 
+/* A relist's answer is taken in a slice per loop turn (with 100,000
+ * containers it held the loop for seconds): the loop gets its turns in
+ * between, readiness waits for the last slice, and a container destroyed
+ * after the snapshot, while its entry waits for its slice, is not taken
+ * from the snapshot (its tombstone is kept until the last slice). */
+static void
+t_relist_sliced(void **state)
+{
+    enum { N = 200, NMANAGED = 8 };
+    struct tu_reapd *h = h_new("");
+    struct event_base *base = loop_base(h->l);
+    struct reaper_stats rs;
+    char ids[N][CTR_ID_SIZE];
+    int i, turns = 0;
+
+    (void)state;
+    for (i = 0; i < N; i++) {
+        snprintf(ids[i], sizeof(ids[i]), "%064x", 0xabc000 + i);
+        if (i >= N - NMANAGED)
+            fake_engine_add(h->fe, ids[i], "exited-before", MANAGED, "exited",
+                            0);
+        else
+            fake_engine_add(h->fe, ids[i], "other", NULL, NULL, 0);
+    }
+    /* One entry's time is more than this: 16 entries a slice. */
+    reaper_set_relist_slice_ns(h->r, 1);
+    assert_int_equal(reaper_start(h->r), 0);
+    do {
+        event_base_loop(base, EVLOOP_ONCE);
+        reaper_stats(h->r, &rs);
+    } while (rs.relists == 0);
+    /* The first slice is taken: the rest wait for their turns. */
+    assert_false(reaper_ready(h->r, NULL));
+    assert_true(rs.tracked + rs.ignored >= 16 && rs.tracked + rs.ignored < N);
+    fake_engine_remove(h->fe, ids[N - 1], 1);
+    while (!reaper_ready(h->r, NULL)) {
+        event_base_loop(base, EVLOOP_ONCE);
+        turns++;
+        assert_true(turns < 10000);
+    }
+    print_message("%d entries taken in over %d more loop turns\n", N, turns);
+    assert_true(turns >= N / 16 - 1);
+    TU_RUN_UNTIL(h->l, h->nreports == NMANAGED - 1, 5000);
+    tu_run_for(h->l, 200);
+    assert_int_equal(h->nreports, NMANAGED - 1);
+    for (i = N - NMANAGED; i < N - 1; i++)
+        assert_true(has_report(h, ids[i]));
+    assert_false(has_report(h, ids[N - 1]));
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), NMANAGED - 1);
+    /* Nothing of it is left tracked: taken from the snapshot, it would
+     * wait for a destroy event that came before its record. */
+    reaper_stats(h->r, &rs);
+    assert_int_equal(rs.relists, 1);
+    assert_int_equal(rs.tracked, 0);
+    h_free(h);
+}
+
 /* Group commit: records changed within a few milliseconds, each in its
  * own loop turn (each container's events and lookups are), share one
  * transaction; a flush per loop turn was one each. */
@@ -1251,6 +1308,7 @@ main(void)
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_outage_committed_at_once),
+        cmocka_unit_test(t_relist_sliced),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
