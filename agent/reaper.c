@@ -258,6 +258,13 @@ inspect_done(enum docker_status st, const struct docker_container *dc,
         o.after_outage = finished_in_outage(c->r, dc->finished_at);
         rec_set_str(&c->started_at, dc->started_at);
         rec_set_str(&c->finished_at, dc->finished_at);
+        /* The labels as the engine holds them, those named name or image
+         * included, for the report (the policy stays as decided: a label
+         * a policy names is never hidden). */
+        if (c->labels_from_event && meta_from_list(c, dc) == 0) {
+            c->labels_from_event = false;
+            c->persisted_running = false;
+        }
         break;
     case DOCKER_NOT_FOUND:
         o.kind = OBS_INSPECT_GONE;
@@ -789,12 +796,16 @@ meta_fetch(struct rec *c)
 
 /* ---- events ----------------------------------------------------------- */
 
+/* The engine's own attributes: on a create event only name and image
+ * (anything else there is a label), on the others a few more. */
 static bool
-is_meta_attr(const char *k)
+is_meta_attr(const char *k, enum event_action action)
 {
-    return strcmp(k, "name") == 0 || strcmp(k, "image") == 0 ||
-           strcmp(k, "exitCode") == 0 || strcmp(k, "signal") == 0 ||
-           strcmp(k, "execID") == 0 || strcmp(k, "execDuration") == 0;
+    if (strcmp(k, "name") == 0 || strcmp(k, "image") == 0)
+        return true;
+    return action != DOCKER_EV_CREATE &&
+           (strcmp(k, "exitCode") == 0 || strcmp(k, "signal") == 0 ||
+            strcmp(k, "execID") == 0 || strcmp(k, "execDuration") == 0);
 }
 
 /* Until list answers, the event's attributes are the best guess of the
@@ -813,7 +824,7 @@ meta_from_event(struct rec *c, const struct docker_event *ev)
         return;
     }
     for (i = 0; i < ev->nattrs; i++) {
-        if (is_meta_attr(ev->attrs[i].key))
+        if (is_meta_attr(ev->attrs[i].key, ev->action))
             continue;
         labels[n].key = (char *)ev->attrs[i].key;
         labels[n].value = (char *)ev->attrs[i].value;
@@ -824,6 +835,34 @@ meta_from_event(struct rec *c, const struct docker_event *ev)
                      ev->name_truncated || ev->image_truncated) != 0)
         log_error(c->id, "out of memory copying labels");
     free(labels);
+}
+
+/*
+ * A live create event carries everything the policy needs: the labels
+ * (the engine merges them into the attributes), the name and the image.
+ * Asking the engine again (a list by id, the one engine call per exit
+ * that only confirmed what the event said) is needed only when the event
+ * is a replay (the container may be long gone, and a record made from it
+ * now would escape the relist sent before), when something in it was cut
+ * at the limits, or when a policy names a label the engine's own name or
+ * image attribute hides.
+ */
+static bool
+decidable_on_create(const struct reaper *r, const struct rec *c,
+                    const struct docker_event *ev)
+{
+    size_t i;
+
+    if (ev->action != DOCKER_EV_CREATE || !c->meta_known || c->labels_cut ||
+        c->meta_cut || ev->name == NULL || ev->image == NULL ||
+        r->subscribed_ns == 0 ||
+        ev->time_nano < r->subscribed_ns - LIVE_SLACK_NS)
+        return false;
+    for (i = 0; i < ev->nattrs; i++)
+        if (ev->attrs[i].truncated)
+            return false;
+    return !policy_set_names_label(&r->cfg->policies, "name", 4) &&
+           !policy_set_names_label(&r->cfg->policies, "image", 5);
 }
 
 static void
@@ -952,7 +991,15 @@ take_event(struct reaper *r, const struct docker_event *ev)
         if (c == NULL)
             return;
         meta_from_event(c, ev);
-        meta_fetch(c);
+        if (decidable_on_create(r, c, ev)) {
+            static const struct lc_inspect created = {.run = LC_RUN_CREATED};
+
+            c->labels_from_event = true;
+            if (!decide(c, true, &created))
+                decide_later(c);
+        } else {
+            meta_fetch(c);
+        }
     } else if (c->kind == R_IGNORED) {
         if (ev->action == DOCKER_EV_DESTROY)
             reaper_forget(c);
@@ -1224,6 +1271,7 @@ on_subscribed(void *arg)
 
     log_info(NULL, "docker events: subscribed (API %s); relisting",
              docker_api_version(r->d));
+    r->subscribed_ns = report_now_ms() * 1000000;
     r->relisted = false;
     r->lost_at_ms = 0;
     if (docker_watch_after_outage(r->d) || r->outage_since_ms != 0) {

@@ -45,6 +45,9 @@ struct policy_label;
 #define MAX_TOMBSTONE    4096
 /* A relist's answer is taken in for at most this long per loop turn. */
 #define RELIST_SLICE_NS 2000000u
+/* An event up to this long before the subscription still counts as live
+ * (the engine stamps it; reapd reads the same clock a little later). */
+#define LIVE_SLACK_NS 2000000000LL
 
 enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
 
@@ -69,6 +72,10 @@ struct rec {
     /* The metadata is known (from an event, a list or the store), and
      * whether it is less than the engine holds (docs/limits.md). */
     bool meta_known, labels_cut, meta_cut;
+    /* Decided on its create event's attributes, which lose labels named
+     * name or image to the engine's own fields: the labels are taken
+     * again from its first inspect. */
+    bool labels_from_event;
 
     struct lc lc;
     char *started_at;
@@ -135,7 +142,10 @@ struct reaper {
     struct docker_req *relist_req;
     uint64_t relist_t0;
     uint32_t relist_gen; /* bumped when a relist is sent */
-    bool relisted;       /* a relist completed since the last subscribe */
+    /* Wall time (ns) of the last subscription: an event before it is a
+     * replay (since=), after it live. */
+    int64_t subscribed_ns;
+    bool relisted; /* a relist completed since the last subscribe */
     /* The subscription follows an engine outage: what the next complete
      * relist finds exited, exited while dockerd was down. */
     bool outage_relist;

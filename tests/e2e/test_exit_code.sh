@@ -18,8 +18,10 @@ unmanaged=$(run_ctr --name "e2e-unmanaged-$$" "$IMAGE" sh -c 'exit 3')
 assert_eq 3 "$(dk wait "$unmanaged")" "unmanaged container's exit code (docker wait)"
 
 name="e2e-exit42-$$"
+# Labels named name and image: the engine's events hide them behind its own
+# name and image attributes; the report still has them as they are.
 managed=$(run_ctr --name "$name" --label reapd.managed=true --label team=e2e \
-  "$IMAGE" sh -c 'exit 42')
+  --label name=labelled --label image=label-image "$IMAGE" sh -c 'exit 42')
 [[ $managed =~ ^[0-9a-f]{64}$ ]] || fail "docker run gave no full id: $managed"
 log "managed ${managed:0:12}, unmanaged ${unmanaged:0:12}"
 
@@ -36,6 +38,8 @@ assert_json "$line" '.image == "reapd-test:1"' "image"
 assert_json "$line" '(.labels | type) == "object"' "labels is an object"
 assert_json "$line" '.labels["reapd.managed"] == "true"' "labels contain reapd.managed"
 assert_json "$line" '.labels.team == "e2e"' "labels contain team"
+assert_json "$line" '.labels.name == "labelled" and .labels.image == "label-image"' \
+  "labels named name and image, as they are"
 assert_json "$line" '(.delete_attempts | type) == "number" and .delete_attempts >= 1' "delete_attempts >= 1"
 assert_json "$line" '(.cleanup_ms | type) == "number" and .cleanup_ms >= 0' "cleanup_ms"
 assert_json "$line" '.oom_killed == false' "oom_killed"
@@ -78,6 +82,10 @@ want="reapd_engine_info{docker_version=\"$server\",api_version=\"$api\",api_vers
 metrics=$(curl -s "$REAPD_URL/metrics")
 grep -qxF "$want" <<<"$metrics" ||
   fail "metrics lack '$want': $(grep engine_info <<<"$metrics")"
+# Both containers were decided on their create events: the only list
+# call is the relist at the start.
+lists=$(awk '$1 == "reapd_engine_request_duration_seconds_count{api=\"docker\",call=\"list\"}" {print $2}' <<<"$metrics")
+assert_eq 1 "$lists" "docker list calls (the relist only)"
 other=$(jq -cR --arg id "$managed" 'fromjson? | select(.container_id != $id)' "$(REPORTS)")
 [ -z "$other" ] || fail "reports for other containers: $other"
 

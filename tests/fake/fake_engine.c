@@ -11,6 +11,7 @@
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 #include <event2/listener.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,13 +101,63 @@ stream_send(struct fake_engine *fe, const char *bytes)
     }
 }
 
+/* The members of a labels object's text (without its braces) but those
+ * named name or image: the engine sets its own name and image attributes
+ * after copying the labels, so a label of either name never shows in an
+ * event. Labels here are strings, as the Engine API has them. */
+static void
+drop_hidden(char *inner)
+{
+    char *r = inner, *w = inner;
+
+    while (*r != '\0') {
+        char *start = r, *key_end, *v;
+        size_t klen;
+        bool hide;
+
+        if (*r != '"')
+            break; /* not a member: keep the rest as it is */
+        key_end = strchr(r + 1, '"');
+        if (key_end == NULL || key_end[1] != ':' || key_end[2] != '"')
+            break;
+        klen = (size_t)(key_end - r - 1);
+        hide = (klen == 4 && strncmp(r + 1, "name", 4) == 0) ||
+               (klen == 5 && strncmp(r + 1, "image", 5) == 0);
+        for (v = key_end + 3; *v != '\0' && *v != '"'; v++)
+            if (*v == '\\' && v[1] != '\0')
+                v++;
+        if (*v != '"')
+            break;
+        r = v + 1;
+        if (*r == ',')
+            r++;
+        if (!hide) {
+            memmove(w, start, (size_t)(r - start));
+            w += r - start;
+        }
+    }
+    memmove(w, r, strlen(r) + 1);
+    /* No member left dangling after a comma. */
+    if (w > inner && *(w - 1) == ',' && *w == '\0')
+        *(w - 1) = '\0';
+}
+
 static void
 emit(struct fake_engine *fe, struct fcont *c, const char *action,
      const char *extra_attr)
 {
     size_t n = strlen(c->labels), size = 2 * n + 1024;
     char *line, *inner;
-    long long nano = ++fe->clock;
+    struct timespec ts;
+    long long nano;
+
+    /* The engine stamps events with the wall clock: later ones later,
+     * never two alike. */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    nano = (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+    if (nano <= fe->clock)
+        nano = fe->clock + 1;
+    fe->clock = nano;
 
     if (fe->drop)
         return;
@@ -119,6 +170,7 @@ emit(struct fake_engine *fe, struct fcont *c, const char *action,
     inner[0] = '\0';
     if (n >= 2 && c->labels[0] == '{') {
         snprintf(inner, n + 1, "%.*s", (int)(n - 2), c->labels + 1);
+        drop_hidden(inner);
     }
     /* The engine copies the labels over its own attributes (dockerd
      * 20.10 to 28.5): a label named exitCode is what a die event says. */
@@ -558,10 +610,10 @@ fake_engine_add(struct fake_engine *fe, const char *id, const char *name,
         /* An engine that shows a container exited also knows when. */
         c->finished = state != NULL && (strcmp(state, "exited") == 0 ||
                                         strcmp(state, "dead") == 0);
-        if (emit_events) {
+        if (emit_events == 1 || emit_events == FAKE_CREATE_ONLY)
             emit(fe, c, "create", NULL);
+        if (emit_events == 1 || emit_events == FAKE_START_ONLY)
             emit(fe, c, "start", NULL);
-        }
         return;
     }
 }

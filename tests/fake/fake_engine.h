@@ -30,7 +30,12 @@ void fake_engine_free(struct fake_engine *fe);
 
 /* Adds a container in state "running" (or `state`). `labels_json` is a
  * JSON object text like {"reapd.managed":"true"} (NULL: {}). Emits
- * create and start events when `emit` is non-zero. */
+ * create and start events when `emit` is 1; only start when it is
+ * FAKE_START_ONLY (its create unseen: reapd lists it to learn its
+ * labels), only create when it is FAKE_CREATE_ONLY. */
+#define FAKE_START_ONLY 2
+/* Emit only its create event. */
+#define FAKE_CREATE_ONLY 3
 void fake_engine_add(struct fake_engine *fe, const char *id, const char *name,
                      const char *labels_json, const char *state, int emit);
 

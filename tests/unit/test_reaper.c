@@ -321,6 +321,55 @@ t_removed_by_other(void **state)
     assert_int_equal(int_of(rep, "delete_attempts"), 0);
     h_free(h);
 }
+/* A live create event carries the labels, the name and the image: the
+ * policy is decided on it, without asking the engine again (one list by
+ * id per container was one of five engine calls per exit). Labels named
+ * name or image, which the engine's own attributes hide in its events,
+ * are reported as they are (from the inspect at the exit); a policy that
+ * names one still has the engine asked. */
+static void
+t_create_event_decides(void **state)
+{
+    static const char *const pol =
+        ",\"policies\":[{\"name\":\"by-name-label\",\"match\":{"
+        "\"labels\":{\"name\":\"web\"}},\"action\":\"remove\"}]";
+    const struct json_node *rep;
+    int i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        struct tu_reapd *h = started2("", i == 0 ? "" : pol);
+        int lists = fake_engine_count(h->fe, FAKE_LIST);
+
+        fake_engine_add(h->fe, A, "from-event",
+                        i == 0 ? "{\"name\":\"labelled\",\"reapd.managed\":"
+                                 "\"true\",\"team\":\"x\"}"
+                               : "{\"name\":\"web\",\"team\":\"x\"}",
+                        NULL, 1);
+        tu_run_for(h->l, 50);
+        fake_engine_exit(h->fe, A, 5, 5);
+        TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
+        rep = report_for(h, A);
+        assert_int_equal(int_of(rep, "exit_code"), 5);
+        assert_true(is_true(rep, "removed"));
+        assert_string_equal(
+            json_string(json_get(json_get(rep, "labels"), "team")), "x");
+        /* Hidden in the events, the label is reported as it is. */
+        assert_string_equal(
+            json_string(json_get(json_get(rep, "labels"), "name")),
+            i == 0 ? "labelled" : "web");
+        assert_string_equal(json_string(json_get(rep, "name")), "from-event");
+        assert_string_equal(json_string(json_get(rep, "policy")),
+                            i == 0 ? "managed" : "by-name-label");
+        print_message("%s: %d list call(s) for it\n",
+                      i == 0 ? "decided on the event"
+                             : "a policy names \"name\"",
+                      fake_engine_count(h->fe, FAKE_LIST) - lists);
+        assert_int_equal(fake_engine_count(h->fe, FAKE_LIST) - lists,
+                         i == 0 ? 0 : 1);
+        h_free(h);
+    }
+}
 
 /* A label named exitCode is what the engine's die event says in place of
  * the exit code: with neither containerd nor inspect to tell (removed by
@@ -761,7 +810,8 @@ t_checkpoint_held_while_discovering(void **state)
 
     (void)state;
     fake_engine_delay(h->fe, FAKE_LIST, 5000, NULL);
-    fake_engine_add(h->fe, A, "quick-rm", MANAGED, NULL, 1);
+    /* Its create unseen: only a list can tell its labels. */
+    fake_engine_add(h->fe, A, "quick-rm", MANAGED, NULL, FAKE_START_ONLY);
     fake_engine_exit(h->fe, A, 7, 7);
     tu_run_for(h->l, 300);
     assert_int_equal(h->nreports, 0);
@@ -872,6 +922,39 @@ t_outage_committed_at_once(void **state)
     assert_int_equal(
         store_get_checkpoint(st, "docker.outage_since_ms", &since), STORE_OK);
     assert_int_equal(since, 0);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
+/* A create event replayed after a restart (older than the subscription)
+ * is not decided on: the container may be long gone, its destroy lost
+ * (pushed out of the engine's event buffer), and a record made from the
+ * event would escape the relist sent before it, tracked for good. The
+ * engine is asked, finds nothing, and nothing is tracked. */
+static void
+t_replayed_create_asks_engine(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct reaper_stats rs;
+    int lists;
+
+    (void)state;
+    fake_engine_add(h->fe, B, "seen-live", MANAGED, NULL, 1);
+    tu_run_for(h->l, 100);
+    h_stop(h);
+    fake_engine_add(h->fe, A, "created-meanwhile", MANAGED, "created",
+                    FAKE_CREATE_ONLY);
+    fake_engine_remove(h->fe, A, 0); /* its destroy never told */
+    tu_run_for(h->l, 2100);          /* older than the slack for "live" */
+    lists = fake_engine_count(h->fe, FAKE_LIST);
+    h_restart(h, st);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
+    tu_run_for(h->l, 300);
+    reaper_stats(h->r, &rs);
+    assert_int_equal(rs.tracked, 1); /* B, running */
+    /* The relist, and the list by id for the replayed create. */
+    assert_int_equal(fake_engine_count(h->fe, FAKE_LIST) - lists, 2);
     h_drop_store(h, st);
     h_free(h);
 }
@@ -1309,6 +1392,7 @@ main(void)
         cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_outage_committed_at_once),
         cmocka_unit_test(t_relist_sliced),
+        cmocka_unit_test(t_replayed_create_asks_engine),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
         cmocka_unit_test(t_unsaved_report_covers_replayed_die),
@@ -1321,6 +1405,7 @@ main(void)
         cmocka_unit_test(t_slow_inspect_does_not_delay_others),
         cmocka_unit_test(t_max_in_flight),
         cmocka_unit_test(t_removed_by_other),
+        cmocka_unit_test(t_create_event_decides),
         cmocka_unit_test(t_exit_code_label_masks_die_event),
         cmocka_unit_test(t_restart_is_not_final),
         cmocka_unit_test(t_stream_cut_and_missed_exit),
