@@ -599,6 +599,20 @@ list_item(const struct json_node *it, struct docker_container *c,
     return 0;
 }
 
+/* 0 when a list answer's root is an array reapd took whole, else -1 with
+ * the reason in err. */
+static int
+list_root_ok(const struct json_node *root, char *err, size_t errlen)
+{
+    if (root->type == JSON_ARRAY && !root->truncated)
+        return 0;
+    snprintf(err, errlen,
+             root->type != JSON_ARRAY ? "list: expected an array"
+                                      : "list: more than %zu containers",
+             (size_t)LIST_MAX_ITEMS);
+    return -1;
+}
+
 /* Builds the list result from `root`, which it takes. */
 static int
 list_from(struct json_node *root, const struct docker_doc *doc,
@@ -608,11 +622,7 @@ list_from(struct json_node *root, const struct docker_doc *doc,
     struct docker_parsed *p;
     size_t i, nl = 0, lab = 0;
 
-    if (root->type != JSON_ARRAY || root->truncated) {
-        snprintf(err, errlen,
-                 root->type != JSON_ARRAY ? "list: expected an array"
-                                          : "list: more than %zu containers",
-                 (size_t)LIST_MAX_ITEMS);
+    if (list_root_ok(root, err, errlen) != 0) {
         json_free(root);
         return -1;
     }
@@ -801,11 +811,7 @@ list_hand_over(struct docker_req *r, enum docker_status st,
     struct docker_list *l = NULL;
     char err[128];
 
-    if (st == DOCKER_OK && (root->type != JSON_ARRAY || root->truncated)) {
-        snprintf(err, sizeof(err),
-                 root->type != JSON_ARRAY ? "list: expected an array"
-                                          : "list: more than %zu containers",
-                 (size_t)LIST_MAX_ITEMS);
+    if (st == DOCKER_OK && list_root_ok(root, err, sizeof(err)) != 0) {
         msg = err;
         st = DOCKER_FAILED;
     } else if (st == DOCKER_OK && (l = calloc(1, sizeof(*l))) == NULL) {

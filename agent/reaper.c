@@ -851,16 +851,12 @@ static bool
 decidable_on_create(const struct reaper *r, const struct rec *c,
                     const struct docker_event *ev)
 {
-    size_t i;
-
+    /* labels_cut and meta_cut say what meta_from_event found cut. */
     if (ev->action != DOCKER_EV_CREATE || !c->meta_known || c->labels_cut ||
         c->meta_cut || ev->name == NULL || ev->image == NULL ||
         r->subscribed_ns == 0 ||
         ev->time_nano < r->subscribed_ns - LIVE_SLACK_NS)
         return false;
-    for (i = 0; i < ev->nattrs; i++)
-        if (ev->attrs[i].truncated)
-            return false;
     return !policy_set_names_label(&r->cfg->policies, "name", 4) &&
            !policy_set_names_label(&r->cfg->policies, "image", 5);
 }
