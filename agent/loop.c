@@ -44,6 +44,11 @@ struct loop_http_call {
     bool headers_done;
     bool too_large;
     bool aborted;
+    /* HTTP/2 on libcurl before 7.89 (h2_old_curl): */
+    bool h2_fresh; /* prior knowledge, on a connection of its own */
+    bool h2_reuse; /* plain HTTP/2, to ride on a kept connection */
+    bool h2_again; /* made again with prior knowledge (h2_again) */
+    char *h2_sock; /* the unix socket, while h2_fresh */
     char errbuf[CURL_ERROR_SIZE];
 
     struct loop_http_call *prev, *next;   /* all calls of the loop */
@@ -88,6 +93,10 @@ struct loop {
         short kind;
     } unwatched[SOCK_UNWATCHED];
     size_t nunwatched;
+    /* A prior-knowledge HTTP/2 connection to this unix socket succeeded
+     * and libcurl keeps it: the next calls ride on it (h2_old_curl). */
+    bool h2_live;
+    char h2_sock[108];
 };
 
 /* A watched socket: the record and its event in one block. */
@@ -354,7 +363,90 @@ call_free(struct loop_http_call *c)
     for (i = 0; i < c->nlines; i++)
         free(c->lines[i]);
     free(c->buf);
+    free(c->h2_sock);
     free(c);
+}
+
+/*
+ * libcurl before 7.89.0 (Debian 12 has 7.88.1) breaks a prior-knowledge
+ * HTTP/2 connection it reuses ("Error in the HTTP2 framing layer", curl
+ * issue 10634: it sets up HTTP/2 a second time on it). A call asking
+ * plain HTTP/2 (CURL_HTTP_VERSION_2_0) reuses such a connection cleanly,
+ * though, and multiplexes on it. So the first call to a socket opens a
+ * prior-knowledge connection that libcurl then keeps (not forbidden to
+ * reuse), and the next ones ask plain HTTP/2. When no such connection is
+ * left (the server closed it, libcurl retired it), libcurl opens a new
+ * one and speaks HTTP/1.1 with an Upgrade, which a gRPC server refuses
+ * before reading any request: that call is made again at once with
+ * prior knowledge on a connection of its own (h2_again). Each Tasks.Get
+ * had its own connection: a connect, the HTTP/2 greeting both ways and
+ * a close, about twenty system calls and two wakeups more per call.
+ */
+static bool
+h2_old_curl(void)
+{
+    return curl_version_info(CURLVERSION_NOW)->version_num < 0x075900;
+}
+
+static void
+h2_fresh(struct loop_http_call *c)
+{
+    curl_easy_setopt(c->easy, CURLOPT_HTTP_VERSION,
+                     (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    curl_easy_setopt(c->easy, CURLOPT_FRESH_CONNECT, 1L);
+    c->h2_fresh = true;
+    c->h2_reuse = false;
+}
+
+/* `c`, a plain HTTP/2 call that found no connection to ride on, failed
+ * before any answer: asked again with prior knowledge on a connection of
+ * its own. 0 if it is queued again (no callback ran), -1 if not. */
+static int
+h2_again(struct loop_http_call *c, CURLcode rc)
+{
+    struct loop *l = c->l;
+    long conns = 0;
+    size_t i;
+
+    if (!c->h2_reuse)
+        return -1;
+    l->h2_live = false;
+    curl_easy_getinfo(c->easy, CURLINFO_NUM_CONNECTS, &conns);
+    /* Refused outright (a connect error), or answered: not the upgrade
+     * the server refused. */
+    if (rc == CURLE_OK || conns == 0 || c->headers_done || c->len > 0 ||
+        c->too_large || c->aborted)
+        return -1;
+    curl_multi_remove_handle(l->multi, c->easy);
+    c->added = false;
+    if (c->bounded)
+        l->nbounded--;
+    for (i = 0; i < c->nlines; i++)
+        free(c->lines[i]);
+    c->nlines = 0;
+    c->errbuf[0] = '\0';
+    h2_fresh(c);
+    c->h2_again = true; /* to l->h2_sock, which stays */
+    c->q = Q_WAIT;
+    q_push(&l->wait, c, true);
+    schedule_deferred(l);
+    return 0;
+}
+
+/* A prior-knowledge call answered: libcurl keeps its connection. */
+static void
+h2_note_live(struct loop_http_call *c, CURLcode rc)
+{
+    struct loop *l = c->l;
+
+    if (!c->h2_fresh || rc != CURLE_OK)
+        return;
+    if (c->h2_again) {
+        l->h2_live = true;
+    } else if (c->h2_sock != NULL && strlen(c->h2_sock) < sizeof(l->h2_sock)) {
+        strcpy(l->h2_sock, c->h2_sock);
+        l->h2_live = true;
+    }
 }
 
 /* Runs on the loop with libcurl off the stack: carry out what callbacks
@@ -445,6 +537,9 @@ finish_call(struct loop_http_call *c, CURLcode rc)
 {
     struct loop_http_resp res;
 
+    if (rc != CURLE_OK && !c->cancelled && h2_again(c, rc) == 0)
+        return;
+    h2_note_live(c, rc);
     memset(&res, 0, sizeof(res));
     curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &res.status);
     res.error = map_error(c, rc);
@@ -589,15 +684,21 @@ setup_easy(struct loop_http_call *c, const struct loop_http_req *req)
     if (req->connect_timeout_ms > 0)
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS,
                          req->connect_timeout_ms);
-    if (req->http2_prior_knowledge) {
+    if (req->http2_prior_knowledge && !h2_old_curl()) {
         curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
                          (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-        /* libcurl before 7.89.0 (Debian 12 has 7.88.1) breaks a reused
-         * prior-knowledge HTTP/2 connection ("Error in the HTTP2 framing
-         * layer", curl issue 10634): one connection per call there. */
-        if (curl_version_info(CURLVERSION_NOW)->version_num < 0x075900) {
-            curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
-            curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+    } else if (req->http2_prior_knowledge) {
+        if (req->unix_socket != NULL && c->l->h2_live &&
+            strcmp(c->l->h2_sock, req->unix_socket) == 0) {
+            curl_easy_setopt(e, CURLOPT_HTTP_VERSION,
+                             (long)CURL_HTTP_VERSION_2_0);
+            c->h2_reuse = true;
+        } else {
+            h2_fresh(c);
+            if (req->unix_socket == NULL) /* kept for unix sockets only */
+                curl_easy_setopt(e, CURLOPT_FORBID_REUSE, 1L);
+            else if ((c->h2_sock = strdup(req->unix_socket)) == NULL)
+                return -1;
         }
     }
     if (req->ca_file != NULL)

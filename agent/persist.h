@@ -29,6 +29,7 @@ struct unsaved;
 struct persist {
     struct event *flush_ev;
     bool flush_scheduled;
+    uint64_t flush_at_ms; /* loop time the scheduled flush is due */
     bool failing; /* the last write failed; said once */
     struct event *retry;
     struct event *prune_timer;
@@ -54,6 +55,10 @@ void persist_resume_loaded(struct reaper *r);
 /* A flush within a few milliseconds, with whatever else changes
  * meanwhile (at once when many rows wait). */
 void persist_flush_soon(struct reaper *r);
+/* A flush within a second or so, for a change a restart redoes by
+ * asking the engine again: it rides with the next flush that something
+ * else asks for sooner, most often a report's own transaction. */
+void persist_flush_lazy(struct reaper *r);
 /* A flush now, for a fact nobody will tell reapd again (containerd's
  * TaskExit: containerd does not replay events). */
 void persist_flush_now(struct reaper *r);

@@ -905,7 +905,7 @@ save_checkpoint(struct reaper *r)
         return;
     persist_result(r, store_set_checkpoint(r->store, CHECKPOINT_KEY, t),
                    "saving the events checkpoint");
-    persist_flush_soon(r);
+    persist_flush_lazy(r);
     r->saved_checkpoint = t;
 }
 

@@ -110,6 +110,9 @@ struct rec {
     bool persisted;         /* a record of it is in the store */
     bool persisted_running; /* ... and it says only "running" */
     bool persist_done;      /* written by this step already (a DELETE's) */
+    /* Digest of the facts in its stored record (persist.c, facts_of):
+     * a step that changes none of them is written lazily. */
+    uint64_t facts;
     bool resume_pending;    /* loaded from the store, not yet resumed */
     bool loaded;            /* loaded from the store (an earlier run's) */
     int64_t exited_wall_ms; /* wall clock when its exit was seen */

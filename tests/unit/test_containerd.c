@@ -789,6 +789,8 @@ struct h2 {
     struct answer script[MAX_SCRIPT];
     size_t nscript, next;
     int requests;
+    int accepts;        /* connections taken */
+    int refused;        /* connections that did not open with the preface */
     uint8_t *last_body; /* the last request's body (a gRPC frame) */
     size_t last_len;
     struct h2conn *held;
@@ -1020,7 +1022,14 @@ h2_on_read(struct bufferevent *bev, void *arg)
         char ch;
 
         evbuffer_remove(in, &ch, 1);
-        assert_int_equal(ch, H2_PREFACE[c->preface]);
+        if (ch != H2_PREFACE[c->preface]) {
+            /* As grpc-go: anything but HTTP/2's preface (an HTTP/1.1
+             * request with an Upgrade) has the connection closed, with
+             * no answer a client could take for HTTP. */
+            c->f->refused++;
+            h2_conn_free(c);
+            return;
+        }
         c->preface++;
     }
     while (evbuffer_get_length(in) >= 9) {
@@ -1079,6 +1088,7 @@ h2_on_accept(struct evconnlistener *lis, evutil_socket_t fd,
         ;
     assert_true(i < MAX_CONNS);
     f->conns[i] = c;
+    f->accepts++;
     h2_frame(c, H2_SETTINGS, 0, 0, NULL, 0); /* the server preface */
 }
 
@@ -1375,6 +1385,49 @@ test_get_ok(void **state)
     assert_string_equal(req->exec_id, "");
     reapd__ctrd__get_request__free_unpacked(req, NULL);
     free(body);
+}
+
+/* Calls share one connection, which libcurl keeps: on libcurl before
+ * 7.89 the first opens it with prior knowledge and the next ask plain
+ * HTTP/2, which rides on it (loop.c, h2_old_curl). When the server has
+ * closed it, the next call's HTTP/1.1 upgrade is refused and the call is
+ * made again with prior knowledge, its caller none the wiser. */
+static void
+test_calls_share_connection(void **state)
+{
+    struct fixture *fx = *state;
+    struct got g[5];
+    size_t i;
+
+    memset(g, 0, sizeof(g));
+    for (i = 0; i < 5; i++)
+        h2_script(fx->f, (struct answer){.grpc_status = "5",
+                                         .grpc_message = "gone",
+                                         .trailers_only = true});
+    for (i = 0; i < 3; i++) {
+        assert_non_null(ctrd_task_get(fx->c, "x", on_task, &g[i]));
+        TU_RUN_UNTIL(fx->l, g[i].calls >= 1, 3000);
+        assert_int_equal(g[i].st, CTRD_NOT_FOUND);
+    }
+    assert_int_equal(fx->f->requests, 3);
+    assert_int_equal(fx->f->accepts, 1);
+    assert_int_equal(fx->f->refused, 0);
+    /* The server closes it, as a restarted containerd would have. */
+    for (i = 0; i < MAX_CONNS; i++)
+        if (fx->f->conns[i] != NULL)
+            h2_conn_free(fx->f->conns[i]);
+    tu_run_for(fx->l, 20);
+    for (i = 3; i < 5; i++) {
+        assert_non_null(ctrd_task_get(fx->c, "x", on_task, &g[i]));
+        TU_RUN_UNTIL(fx->l, g[i].calls >= 1, 3000);
+        assert_int_equal(g[i].st, CTRD_NOT_FOUND);
+        assert_non_null(strstr(g[i].msg, "gone"));
+    }
+    assert_int_equal(fx->f->requests, 5);
+    print_message("%d connections, %d refused upgrades\n", fx->f->accepts,
+                  fx->f->refused);
+    assert_true(fx->f->accepts == 2 || fx->f->accepts == 3);
+    assert_int_equal(fx->f->accepts - fx->f->refused, 2);
 }
 
 static void
@@ -1918,6 +1971,8 @@ main(void)
         cmocka_unit_test(test_new),
         cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_ok, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_calls_share_connection, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_get_not_found, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unary_failures, setup, teardown),
         cmocka_unit_test(test_unreachable),
