@@ -26,6 +26,7 @@
 #include "loop.h"
 #include "reaper.h"
 #include "report.h"
+#include "sdnotify.h"
 #include "status.h"
 #include "outbox.h"
 #include "store.h"
@@ -44,6 +45,8 @@ struct app {
     struct upstream *up; /* NULL: no upstream.url */
     struct outbox *outbox;
     struct status *status;
+    struct sdnotify *sd; /* NULL: not under systemd's notify */
+    bool sd_ready;       /* READY=1 sent */
 };
 
 /* upstream_opts from the config; the token is read from its file (the
@@ -239,24 +242,46 @@ on_stop(evutil_socket_t sig, short what, void *arg)
 
     (void)what;
     log_info(NULL, "signal %d: stopping", (int)sig);
+    sdnotify_stopping(a->sd);
     event_base_loopexit(loop_base(a->loop), NULL);
 }
 
+/* systemd hears READY=1 after the first reconcile with the engine, and
+ * in STATUS= whenever readiness turns (the unit's status line). */
 static void
-on_hup(evutil_socket_t sig, short what, void *arg)
+on_ready(bool ready, const char *why, void *arg)
 {
     struct app *a = arg;
+    char status[256];
+
+    if (!ready) {
+        snprintf(status, sizeof(status), "not ready: %s", why);
+        sdnotify_status(a->sd, status);
+        return;
+    }
+    snprintf(status, sizeof(status), "ready: watching %s",
+             a->cfg->docker_socket);
+    if (a->sd_ready) {
+        sdnotify_status(a->sd, status);
+    } else if (sdnotify_ready(a->sd, status) == 0) {
+        a->sd_ready = true;
+    }
+}
+
+/* The SIGHUP reload: true when the new config is in force, false when it
+ * was rejected (logged) and the old one stays. */
+static bool
+reload(struct app *a)
+{
     struct config *next = NULL;
     struct config_errors errs = {0};
     char *status_token = NULL, err[256];
     size_t i;
 
-    (void)sig;
-    (void)what;
     if (a->config_path == NULL) {
         log_info(NULL, "SIGHUP: running on the embedded default; nothing "
                        "to reload");
-        return;
+        return true;
     }
     if (config_load(a->config_path, &next, &errs) != 0) {
         for (i = 0; i < errs.count; i++)
@@ -267,7 +292,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
                   a->config_path);
         config_errors_clear(&errs);
         status_note_reload(a->status, false);
-        return;
+        return false;
     }
     /* Read before anything is swapped, so a bad token file rejects the
      * whole reload. */
@@ -276,7 +301,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
         log_error(NULL, "SIGHUP: the old config stays in force");
         config_free(next);
         status_note_reload(a->status, false);
-        return;
+        return false;
     }
     if (strcmp(next->docker_socket, a->cfg->docker_socket) != 0 ||
         strcmp(next->status_listen, a->cfg->status_listen) != 0 ||
@@ -295,7 +320,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
             config_free(next);
             log_error(NULL, "SIGHUP: the old config stays in force");
             status_note_reload(a->status, false);
-            return;
+            return false;
         }
         if (upstream_update(a->up, &uo, err, sizeof(err)) != 0) {
             log_error(NULL, "reload rejected: upstream: %s", err);
@@ -304,7 +329,7 @@ on_hup(evutil_socket_t sig, short what, void *arg)
             config_free(next);
             log_error(NULL, "SIGHUP: the old config stays in force");
             status_note_reload(a->status, false);
-            return;
+            return false;
         }
         upstream_token_free(token);
     }
@@ -321,6 +346,29 @@ on_hup(evutil_socket_t sig, short what, void *arg)
                   a->log_format_forced ? a->log_format : next->log_format);
     log_info(NULL, "SIGHUP: reloaded %s (%zu policies)", a->config_path,
              next->policies.count);
+    return true;
+}
+
+static void
+on_hup(evutil_socket_t sig, short what, void *arg)
+{
+    struct app *a = arg;
+    bool ok;
+
+    (void)sig;
+    (void)what;
+    /* Before READY=1, systemd is still waiting for the start: a reload
+     * then is only a STATUS= line. */
+    if (a->sd_ready)
+        sdnotify_reloading(a->sd);
+    ok = reload(a);
+    if (a->sd_ready)
+        sdnotify_ready(a->sd, ok ? "ready: config reloaded"
+                                 : "ready: reload rejected, the old config "
+                                   "stays in force");
+    else if (!ok)
+        sdnotify_status(a->sd, "reload rejected, the old config stays in "
+                               "force");
 }
 
 int
@@ -429,6 +477,12 @@ main(int argc, char **argv)
     a.loop = loop_new();
     if (a.loop == NULL)
         goto out;
+    a.sd = sdnotify_new(loop_base(a.loop), err, sizeof(err));
+    if (a.sd == NULL && err[0] != '\0')
+        log_error(NULL, "systemd notify: %s; not notifying", err);
+    else if (a.sd != NULL)
+        log_info(NULL, "systemd notify: on (watchdog every %llu ms)",
+                 (unsigned long long)sdnotify_watchdog_usec(a.sd) / 2000u);
     docker = docker_new(a.loop, a.cfg->docker_socket,
                         (long)a.cfg->docker_request_timeout_ms,
                         (long)a.cfg->docker_reconnect_max_ms);
@@ -502,6 +556,7 @@ main(int argc, char **argv)
         event_add(sigterm, NULL) || event_add(sigint, NULL) ||
         event_add(sighup, NULL))
         goto out;
+    reaper_on_ready(a.reaper, on_ready, &a);
     if (reaper_start(a.reaper) != 0)
         goto out;
     log_info(NULL, "watching %s", a.cfg->docker_socket);
@@ -521,6 +576,7 @@ out:
         event_free(sighup);
     status_free(a.status);
     reaper_free(a.reaper);
+    sdnotify_free(a.sd);
     upstream_free(a.up);
     outbox_free(a.outbox);
     if (store != NULL && store_close(store) != STORE_OK)

@@ -1033,6 +1033,7 @@ on_event(const struct docker_event *ev, void *arg)
 /* ---- relists ---------------------------------------------------------- */
 
 static void relist(struct reaper *r);
+static void ready_turned(struct reaper *r);
 
 static void
 on_relist_timer(evutil_socket_t fd, short what, void *arg)
@@ -1125,6 +1126,7 @@ relist_finish(struct reaper *r)
                  "%zu tracked",
                  n, r->tab.n);
     r->relisted = true;
+    ready_turned(r);
     if (incomplete) {
         /* Out of memory for part of it: another relist, soon, finds what
          * this one could not take in. */
@@ -1307,6 +1309,7 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
     struct reaper *r = arg;
 
     r->relisted = false;
+    ready_turned(r);
     if (r->lost_at_ms == 0)
         r->lost_at_ms = report_now_ms();
     /* The engine itself is down: committed before anything is said, so
@@ -1561,4 +1564,24 @@ reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg)
 {
     r->report_cb = cb;
     r->report_arg = arg;
+}
+
+void
+reaper_on_ready(struct reaper *r, reaper_ready_cb cb, void *arg)
+{
+    r->ready_cb = cb;
+    r->ready_arg = arg;
+}
+
+/* Tells ready_cb when reaper_ready() has turned since it was last told. */
+static void
+ready_turned(struct reaper *r)
+{
+    const char *why = NULL;
+    bool ready = reaper_ready(r, &why);
+
+    if (ready == r->told_ready || r->ready_cb == NULL)
+        return;
+    r->told_ready = ready;
+    r->ready_cb(ready, why, r->ready_arg);
 }

@@ -194,4 +194,10 @@ void reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg);
 typedef void (*reaper_report_cb)(const char *json, size_t len, void *arg);
 void reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg);
 
+/* Called when reaper_ready() turns: ready once a relist after a
+ * (re)subscription is done, not ready when the stream is lost; `why` as
+ * reaper_ready() gives it (NULL when ready). For systemd's READY=1. */
+typedef void (*reaper_ready_cb)(bool ready, const char *why, void *arg);
+void reaper_on_ready(struct reaper *r, reaper_ready_cb cb, void *arg);
+
 #endif

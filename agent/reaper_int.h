@@ -190,6 +190,9 @@ struct reaper {
 
     reaper_report_cb report_cb;
     void *report_arg;
+    reaper_ready_cb ready_cb;
+    void *ready_arg;
+    bool told_ready; /* what ready_cb was last told */
     struct reaper_stats st;
     /* When the observation being fed arrived (loop_now_ns); 0 outside
      * feed(). A report made meanwhile measures reapd's added latency. */
