@@ -11,7 +11,9 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -35,6 +37,7 @@
 static enum log_level cur_level = LOG_LEVEL_INFO;
 static enum log_format cur_format = LOG_FORMAT_TEXT;
 static int out_fd = 2;
+static bool journal; /* stderr is journald's stream: log_detect_journal */
 
 static _Thread_local char record[RECORD_MAX];
 
@@ -47,6 +50,8 @@ struct buf {
 
 static const char *const level_json[] = {"debug", "info", "warn", "error"};
 static const char *const level_text[] = {"DEBUG", "INFO ", "WARN ", "ERROR"};
+/* syslog priorities (sd-daemon.h's SD_DEBUG, SD_INFO, SD_WARNING, SD_ERR) */
+static const char *const level_prio[] = {"<7>", "<6>", "<4>", "<3>"};
 
 void
 log_setup(enum log_level level, enum log_format format)
@@ -95,6 +100,30 @@ void
 log_set_fd(int fd)
 {
     out_fd = fd < 0 ? 2 : fd;
+}
+
+void
+log_set_journal(bool on)
+{
+    journal = on;
+}
+
+bool
+log_detect_journal(void)
+{
+    const char *js = getenv("JOURNAL_STREAM");
+    unsigned long long dev, ino;
+    struct stat st;
+    char tail;
+
+    journal = false;
+    /* systemd's own check (sd_journal_stream_fd's peers do the same): the
+     * variable is inherited by children whose stderr went elsewhere. */
+    if (js != NULL && sscanf(js, "%llu:%llu%c", &dev, &ino, &tail) == 2 &&
+        fstat(2, &st) == 0 && (unsigned long long)st.st_dev == dev &&
+        (unsigned long long)st.st_ino == ino)
+        journal = true;
+    return journal;
 }
 
 static void
@@ -313,8 +342,10 @@ format_text(struct buf *b, const char *ts, enum log_level level,
             const char *cid, const char *msg, const char *from, const char *to,
             const char *reason)
 {
-    buf_str(b, ts);
-    buf_str(b, " ");
+    if (ts != NULL) { /* NULL: journald stamps it */
+        buf_str(b, ts);
+        buf_str(b, " ");
+    }
     buf_str(b, level_text[level]);
     buf_str(b, " ");
     if (cid) {
@@ -348,6 +379,8 @@ emit(enum log_level level, const char *cid, const char *msg, const char *from,
     if ((unsigned)level > LOG_LEVEL_ERROR)
         level = LOG_LEVEL_ERROR;
     timestamp(ts, sizeof(ts));
+    if (journal)
+        buf_str(&b, level_prio[level]);
     if (cid) {
         field_copy(cidbuf, cid, CID_MAX);
         cid = cidbuf;
@@ -355,9 +388,9 @@ emit(enum log_level level, const char *cid, const char *msg, const char *from,
     if (cur_format == LOG_FORMAT_JSON &&
         format_json(&b, ts, level, cid, msg, from, to, reason) == 0)
         goto out;
-    b.len = 0;
+    b.len = journal ? strlen(level_prio[level]) : 0;
     b.full = 0;
-    format_text(&b, ts, level, cid, msg, from, to, reason);
+    format_text(&b, journal ? NULL : ts, level, cid, msg, from, to, reason);
 out:
     record[b.len++] = '\n';
     write_all(record, b.len);

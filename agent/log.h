@@ -9,6 +9,8 @@
 #ifndef REAPD_LOG_H
 #define REAPD_LOG_H
 
+#include <stdbool.h>
+
 enum log_level {
     LOG_LEVEL_DEBUG,
     LOG_LEVEL_INFO,
@@ -36,6 +38,18 @@ void log_transition(const char *cid, const char *from, const char *to,
 
 /* Redirects output (tests); fd -1 restores stderr. */
 void log_set_fd(int fd);
+
+/*
+ * Under journald (stderr is the stream JOURNAL_STREAM names, "DEV:INODE"
+ * as systemd sets it), each record starts with its syslog priority,
+ * "<7>" debug, "<6>" info, "<4>" warn, "<3>" error, which journald takes
+ * for the entry's priority and strips; text records then drop their own
+ * timestamp (journald stamps every entry). JSON records keep their "ts"
+ * key, which readers of the JSON rely on. Returns whether it is on.
+ */
+bool log_detect_journal(void);
+/* The same, set by hand (tests). */
+void log_set_journal(bool on);
 
 #define log_debug(cid, ...) log_msg(LOG_LEVEL_DEBUG, cid, __VA_ARGS__)
 #define log_info(cid, ...)  log_msg(LOG_LEVEL_INFO, cid, __VA_ARGS__)

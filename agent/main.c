@@ -446,6 +446,7 @@ main(int argc, char **argv)
     }
     log_setup(a.log_level_forced ? a.log_level : a.cfg->log_level,
               a.log_format_forced ? a.log_format : a.cfg->log_format);
+    log_detect_journal();
     signal(SIGPIPE, SIG_IGN);
 
     log_info(NULL, "reapd %s starting: node %s, config %s", REAPD_VERSION,

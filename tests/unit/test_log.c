@@ -56,6 +56,7 @@ teardown(void **state)
     struct fixture *f = *state;
 
     log_set_fd(-1);
+    log_set_journal(false);
     log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
     close(f->fd);
     unlink(f->path);
@@ -437,6 +438,70 @@ test_default_fd_is_stderr(void **state)
     assert_matches(logged(f), "^" TS_RE " ERROR to stderr\n$");
 }
 
+/* Under journald: a priority prefix journald takes and strips, and no
+ * timestamp of our own in text (journald stamps each entry). */
+static void
+test_journal_priorities(void **state)
+{
+    struct fixture *f = *state;
+    const char *s;
+
+    log_set_journal(true);
+    log_debug(NULL, "d");
+    log_info("0123456789abcdef", "i");
+    log_warn(NULL, "w");
+    log_error(NULL, "e");
+    log_transition("0123456789abcdef", "removing", "confirming", "why");
+    assert_string_equal(logged(f),
+                        "<7>DEBUG d\n"
+                        "<6>INFO  [0123456789ab] i\n"
+                        "<4>WARN  w\n"
+                        "<3>ERROR e\n"
+                        "<7>DEBUG [0123456789ab] transition removing "
+                        "-> confirming: why\n");
+    /* JSON keeps its "ts": readers of the JSON rely on the key. */
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_JSON);
+    log_warn(NULL, "j");
+    s = strrchr(logged(f), '<');
+    assert_non_null(s);
+    assert_matches(s, "^<4>\\{\"ts\":\"" TS_RE "\",\"level\":\"warn\","
+                      "\"msg\":\"j\"\\}\n$");
+}
+
+/* JOURNAL_STREAM names the stream by device and inode: on only when it
+ * is stderr's own (a child whose stderr went elsewhere inherits the
+ * variable). */
+static void
+test_journal_detected(void **state)
+{
+    struct fixture *f = *state;
+    struct stat st;
+    char v[64];
+    int saved = dup(2);
+
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(f->fd, 2), 2);
+    assert_int_equal(fstat(2, &st), 0);
+    snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    setenv("JOURNAL_STREAM", v, 1);
+    assert_true(log_detect_journal());
+    snprintf(v, sizeof(v), "%llu:%llu", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino + 1);
+    setenv("JOURNAL_STREAM", v, 1);
+    assert_false(log_detect_journal());
+    setenv("JOURNAL_STREAM", "garbage", 1);
+    assert_false(log_detect_journal());
+    snprintf(v, sizeof(v), "%llu:%llux", (unsigned long long)st.st_dev,
+             (unsigned long long)st.st_ino);
+    setenv("JOURNAL_STREAM", v, 1);
+    assert_false(log_detect_journal());
+    unsetenv("JOURNAL_STREAM");
+    assert_false(log_detect_journal());
+    assert_int_equal(dup2(saved, 2), 2);
+    close(saved);
+}
+
 int
 main(void)
 {
@@ -458,6 +523,8 @@ main(void)
         T(test_long_transition_fields),
         cmocka_unit_test(test_parse_names),
         T(test_default_fd_is_stderr),
+        T(test_journal_priorities),
+        T(test_journal_detected),
     };
 #undef T
 
