@@ -253,6 +253,7 @@ report_to_json(const struct report *r, size_t *len)
         return NULL;
     yajl_gen_map_open(g);
     gen_key_str(g, "report_id", r->report_id);
+    jw_key_int_or_null(g, "schema_version", true, REPORT_SCHEMA_VERSION);
     gen_key_str(g, "node", r->node);
     gen_key_str(g, "container_id", r->container_id);
     report_gen_text(g, "name", r->name, LIMIT_NAME_BYTES);

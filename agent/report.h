@@ -68,6 +68,14 @@ char *report_to_json(const struct report *r, size_t *len);
  * a report names at most REPORT_ANOMALIES_MAX anomalies of at most
  * REPORT_ANOMALY_MAX bytes each.
  */
+/* The version of docs/report.schema.json every report follows
+ * ("schema_version"); raised only by a change that breaks a reader. */
+#define REPORT_SCHEMA_VERSION 1
+/* That schema's text, compiled in (scripts/embed.cmake): NUL-terminated,
+ * `report_schema_json_len` bytes without the NUL. */
+extern const char report_schema_json[];
+extern const size_t report_schema_json_len;
+
 #define REPORT_TEXT_MAX      ((size_t)512)
 #define REPORT_ANOMALIES_MAX ((size_t)32)
 #define REPORT_ANOMALY_MAX   ((size_t)64)

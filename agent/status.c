@@ -34,6 +34,7 @@
 #include "json.h"
 #include "jsonw.h"
 #include "reaper.h"
+#include "report.h"
 #include "store.h"
 #include "upstream.h"
 
@@ -990,6 +991,26 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     evbuffer_free(b);
 }
 
+/* docs/report.schema.json, as compiled in: what every report follows. */
+static void
+serve_schema(struct evhttp_request *req)
+{
+    struct evbuffer *b = evbuffer_new();
+
+    if (b == NULL ||
+        evbuffer_add_reference(b, report_schema_json, report_schema_json_len,
+                               NULL, NULL) != 0) {
+        if (b != NULL)
+            evbuffer_free(b);
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/schema+json");
+    reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
 static void
 visit_leak(const struct reaper_leak_view *v, void *arg)
 {
@@ -1295,6 +1316,8 @@ on_request(struct evhttp_request *req, void *arg)
         serve_leaks(s, req);
     } else if (strcmp(path, "/v1/config") == 0) {
         serve_config(s, req);
+    } else if (strcmp(path, "/v1/schema/report") == 0) {
+        serve_schema(req);
     } else if (strcmp(path, "/v1/containers") == 0) {
         serve_containers(s, req, NULL);
     } else if (strncmp(path, "/v1/containers/", 15) == 0 &&

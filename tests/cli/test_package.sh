@@ -72,13 +72,14 @@ has -rwxr-xr-x /usr/sbin/reapd
 has -rw-r--r-- /lib/systemd/system/reapd.service
 has -rw-r--r-- /etc/reapd/reapd.json
 has -rw-r--r-- /usr/share/doc/reapd/README.md
+has -rw-r--r-- /usr/share/doc/reapd/report.schema.json
 ndocs=0
 for d in "$SRC"/docs/*.md; do
   has -rw-r--r-- "/usr/share/doc/reapd/$(basename "$d")"
   ndocs=$((ndocs + 1))
 done
 [ "$ndocs" -gt 0 ] || fail "no docs/*.md in $SRC"
-ok "files: /usr/sbin/reapd, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs)"
+ok "files: /usr/sbin/reapd, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json)"
 
 # --- control archive: conffiles, maintainer scripts ----------------------
 dpkg-deb --control "$DEB" "$T/control" || fail "dpkg-deb --control"

@@ -145,10 +145,21 @@ _engine_select() {
 # closing line, exit 0.
 e2e_pass() {
   reapd_stop
+  check_reports
   engine_stop
   E2E_DONE=1
   echo "e2e: $E2E_NAME passed"
   exit 0
+}
+
+# check_reports: every report this test's reapd wrote follows
+# docs/report.schema.json (tests/e2e/check_reports.py).
+check_reports() {
+  local out
+  [ -f "$(REPORTS)" ] || return 0
+  out=$(python3 "$E2E_LIB_DIR/check_reports.py" "$E2E_LIB_DIR/../../docs/report.schema.json" \
+    "$(REPORTS)" 2>&1) || fail "reports that do not follow the schema: $out"
+  log "$out"
 }
 
 # ---------------------------------------------------------------- processes

@@ -754,7 +754,8 @@ t_record_parse(void **state)
 /* ---- report ------------------------------------------------------------ */
 
 static const char report_want[] =
-    "{\"report_id\":\"0123456789abcdef0123456789abcdef\",\"node\":\"n1\","
+    "{\"report_id\":\"0123456789abcdef0123456789abcdef\",\"schema_version\":1,"
+    "\"node\":\"n1\","
     "\"container_id\":\"" ID_EXITED "\",\"name\":\"fx-exited\","
     "\"image\":\"reapd-test:1\","
     "\"labels\":{\"reapd.managed\":\"true\",\"team\":\"infra\"},"

@@ -40,6 +40,7 @@
 /* Every key the report contract defines, in no particular order. */
 static const char *const CONTRACT_KEYS[] = {
     "report_id",
+    "schema_version",
     "node",
     "container_id",
     "name",
@@ -170,6 +171,8 @@ t_full_report(void **state)
         if (json_get(root, CONTRACT_KEYS[i]) == NULL)
             fail_msg("contract key \"%s\" missing", CONTRACT_KEYS[i]);
     assert_string_equal(str_of(root, "report_id"), r.report_id);
+    assert_int_equal(int_of(root, "schema_version"), REPORT_SCHEMA_VERSION);
+    assert_int_equal(REPORT_SCHEMA_VERSION, 1);
     assert_string_equal(str_of(root, "node"), "node-1");
     assert_string_equal(str_of(root, "container_id"), CID);
     assert_string_equal(str_of(root, "name"), "web-1");
@@ -201,9 +204,9 @@ t_full_report(void **state)
     assert_string_equal(str_of(root, "removed_by"), "reapd");
     assert_string_equal(str_of(root, "reported_at"),
                         "2026-12-02T12:27:22.000Z");
-    /* The 18 contract keys, plus action, removed_by and reported_at,
+    /* The 19 contract keys, plus action, removed_by and reported_at,
      * each once: a consumer taking the first must see the same. */
-    assert_int_equal(root->count, 21);
+    assert_int_equal(root->count, 22);
     for (i = 0; i < root->count; i++) {
         size_t j;
 

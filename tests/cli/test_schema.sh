@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The report contract: docs/report.schema.json is a valid JSON Schema
+# 2020-12; it accepts a report as reapd writes it (every field, each
+# nullable one both ways) and rejects each breakage of one (so the check
+# the end-to-end tests make of every real report, tests/e2e/check_reports.py,
+# cannot pass by accepting anything); and a running reapd serves exactly
+# that file at /v1/schema/report.
+set -euo pipefail
+BIN=$1
+SRC=$2
+T=$(mktemp -d /tmp/reapd-schema.XXXXXX)
+pid=""
+cleanup() {
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  rm -rf "$T"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*" >&2; [ -f "$T/log" ] && tail -20 "$T/log" >&2; exit 1; }
+n=0
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+SCHEMA=$SRC/docs/report.schema.json
+CHECK=$SRC/tests/e2e/check_reports.py
+[ -f "$SCHEMA" ] || fail "no $SCHEMA"
+
+# A report as reapd writes it (from a real engine's run), and one with
+# every nullable field null and every anomaly.
+cat >"$T/good.jsonl" <<'JSON'
+{"report_id":"2d87bccba60b6382de7e0835ebfc2fa3","schema_version":1,"node":"e2e","container_id":"942af0bfbb5e756d4c82635f7b97d304cc8a2acfa6226d803dfce4e5888387fb","name":"determined_wing","image":"reapd-test:1","labels":{"reapd.managed":"true"},"policy":"managed","action":"remove","exit_code":24,"exit_code_source":"containerd","engine_exit_code":24,"oom_killed":false,"started_at":"2026-12-04T14:17:43.819934422Z","finished_at":"2026-12-04T14:17:44.125998503Z","removed":true,"task_deleted":true,"cleanup_ms":269,"delete_attempts":1,"anomalies":[],"removed_by":"reapd","reported_at":"2026-12-04T14:17:44.394Z"}
+{"report_id":"0123456789abcdef0123456789abcdef","schema_version":1,"node":"n","container_id":"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa","name":null,"image":null,"labels":{},"policy":"default","action":"keep","exit_code":null,"exit_code_source":null,"engine_exit_code":null,"oom_killed":true,"started_at":null,"finished_at":null,"removed":false,"task_deleted":null,"cleanup_ms":0,"delete_attempts":0,"anomalies":["engine_exit_code_mismatch","cleanup_slow","cleanup_gave_up","delete_retried","exit_code_unknown","task_delete_timeout","task_reaped","labels_truncated","metadata_truncated","exited_while_engine_down"],"removed_by":null,"reported_at":"2026-12-04T14:17:44.394Z"}
+JSON
+python3 "$CHECK" "$SCHEMA" "$T/good.jsonl" >"$T/out" 2>&1 || fail "good reports refused: $(cat "$T/out")"
+grep -q '^2 report(s) checked' "$T/out" || fail "not 2 reports checked: $(cat "$T/out")"
+ok "the schema is valid JSON Schema 2020-12 and takes reapd's reports"
+
+# Each breakage of the first report must be refused.
+breakages=(
+  'del(.report_id)' '.report_id = "XYZ"' '.schema_version = 2'
+  'del(.schema_version)' '.container_id = "abc"' '.exit_code = "24"'
+  '.exit_code = 1.5' '.exit_code_source = "docker"' '.removed = "yes"'
+  '.task_deleted = 1' '.cleanup_ms = -1' '.delete_attempts = null'
+  '.anomalies = ["bogus"]' '.anomalies = ["task_reaped","task_reaped"]'
+  '.labels = {"k": 1}' '.removed_by = "someone"' '.action = "ignore"'
+  '.reported_at = "yesterday"' '.started_at = "2026-12-04 14:17:43"'
+  'del(.anomalies)' '.oom_killed = null' '.node = ""'
+)
+for b in "${breakages[@]}"; do
+  head -1 "$T/good.jsonl" | jq -c "$b" >"$T/bad.jsonl"
+  if python3 "$CHECK" "$SCHEMA" "$T/bad.jsonl" >"$T/out" 2>&1; then
+    fail "the schema accepts a report with $b"
+  fi
+  grep -q "bad.jsonl:1:" "$T/out" || fail "no line-numbered problem for $b: $(cat "$T/out")"
+done
+ok "the schema refuses each of ${#breakages[@]} breakages"
+printf '{"report_id":' >"$T/torn.jsonl"
+python3 "$CHECK" "$SCHEMA" "$T/torn.jsonl" >"$T/out" 2>&1 || fail "a torn last line was taken for a report"
+printf '{"report_id":\n' >"$T/notjson.jsonl"
+if python3 "$CHECK" "$SCHEMA" "$T/notjson.jsonl" >"$T/out" 2>&1; then fail "a line that is not JSON passed"; fi
+ok "a torn last line is skipped; a whole line that is not JSON is refused"
+
+# Served by reapd, byte for byte.
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$T/reapd.json" <<JSON
+{ "state_dir": "$T/state",
+  "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
+  "containerd": { "socket": "off" },
+  "status": { "listen": "127.0.0.1:$port" } }
+JSON
+"$BIN" -c "$T/reapd.json" 2>"$T/log" &
+pid=$!
+code=""
+for _ in $(seq 1 100); do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
+  [ "$code" = 200 ] && break
+  kill -0 "$pid" 2>/dev/null || fail "reapd died"
+  sleep 0.1
+done
+[ "$code" = 200 ] || fail "/livez never answered 200"
+curl -sf -D "$T/headers" "http://127.0.0.1:$port/v1/schema/report" -o "$T/served" ||
+  fail "GET /v1/schema/report"
+cmp -s "$T/served" "$SCHEMA" || fail "/v1/schema/report differs from docs/report.schema.json"
+grep -qi '^content-type: application/schema+json' "$T/headers" ||
+  fail "Content-Type: $(grep -i content-type "$T/headers")"
+curl -s -I "http://127.0.0.1:$port/v1/schema/report" -o "$T/head" || fail "HEAD"
+grep -qi "^content-length: $(wc -c <"$SCHEMA")" "$T/head" || fail "HEAD: $(cat "$T/head")"
+ok "GET /v1/schema/report serves docs/report.schema.json ($(wc -c <"$SCHEMA") bytes, application/schema+json)"
+kill -TERM "$pid"
+wait "$pid" || fail "reapd exited with $? on SIGTERM"
+pid=""
+echo "$n passed, 0 failed"
