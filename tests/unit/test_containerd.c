@@ -940,6 +940,9 @@ on_h2_delay(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
+    /* Calls share a connection: the next one may be delayed too. */
+    event_free(c->delay);
+    c->delay = NULL;
     h2_send_answer(c, &c->pending);
 }
 
