@@ -4,19 +4,9 @@
 # signals of a running daemon (SIGHUP with a bad config keeps the old one,
 # SIGTERM stops within 5 s with exit 0). No engine needed: reapd must run
 # and stay live while the Docker socket does not exist.
-set -euo pipefail
-BIN=$1
-SRC=$2
-T=$(mktemp -d /tmp/reapd-cli.XXXXXX)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$T/log" ] && tail -20 "$T/log" >&2; exit 1; }
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
+# shellcheck source-path=SCRIPTDIR source=common.bash
+source "$(dirname "$0")/common.bash"
+cli_begin cli "$@"
 
 # Shipped configs are valid.
 for f in "$SRC"/config/*.json; do

@@ -4,19 +4,9 @@
 # package "prometheus"), and always by the parser below, so the check
 # never passes merely because a tool is missing. The parser is tried on
 # broken input first: a checker that accepts anything would prove nothing.
-set -euo pipefail
-BIN=$1
-SRC=$2
-T=$(mktemp -d /tmp/reapd-metrics.XXXXXX)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$T/log" ] && tail -20 "$T/log" >&2; exit 1; }
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
+# shellcheck source-path=SCRIPTDIR source=common.bash
+source "$(dirname "$0")/common.bash"
+cli_begin metrics "$@"
 [ -f "$SRC/CMakeLists.txt" ] || fail "no source dir at $SRC"
 
 # Exit 0 if stdin is a valid exposition of reapd metrics; else one line
@@ -165,23 +155,7 @@ expect_bad "a missing newline" '# HELP reapd_x_total X.\n# TYPE reapd_x_total co
 ok "the format checker accepts valid input and rejects each breakage"
 
 # A daemon with no engine, containerd off, status on a free port.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$T/reapd.json" <<JSON
-{ "state_dir": "$T/state",
-  "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
-  "containerd": { "socket": "off" },
-  "status": { "listen": "127.0.0.1:$port" } }
-JSON
-"$BIN" -c "$T/reapd.json" 2>"$T/log" &
-pid=$!
-code=""
-for _ in $(seq 1 100); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
-  [ "$code" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "reapd died"
-  sleep 0.1
-done
-[ "$code" = 200 ] || fail "/livez never answered 200"
+start_reapd_no_engine
 curl -sf -D "$T/headers" "http://127.0.0.1:$port/metrics" -o "$T/metrics" ||
   fail "GET /metrics failed"
 grep -qi '^content-type: text/plain; version=0.0.4' "$T/headers" ||

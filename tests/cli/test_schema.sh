@@ -5,19 +5,9 @@
 # the end-to-end tests make of every real report, tests/e2e/check_reports.py,
 # cannot pass by accepting anything); and a running reapd serves exactly
 # that file at /v1/schema/report.
-set -euo pipefail
-BIN=$1
-SRC=$2
-T=$(mktemp -d /tmp/reapd-schema.XXXXXX)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$T/log" ] && tail -20 "$T/log" >&2; exit 1; }
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
+# shellcheck source-path=SCRIPTDIR source=common.bash
+source "$(dirname "$0")/common.bash"
+cli_begin schema "$@"
 SCHEMA=$SRC/docs/report.schema.json
 CHECK=$SRC/tests/e2e/check_reports.py
 [ -f "$SCHEMA" ] || fail "no $SCHEMA"
@@ -43,12 +33,16 @@ breakages=(
   '.reported_at = "yesterday"' '.started_at = "2026-12-04 14:17:43"'
   'del(.anomalies)' '.oom_killed = null' '.node = ""'
 )
+# One breakage per line; each line must have a problem of its own.
 for b in "${breakages[@]}"; do
-  head -1 "$T/good.jsonl" | jq -c "$b" >"$T/bad.jsonl"
-  if python3 "$CHECK" "$SCHEMA" "$T/bad.jsonl" >"$T/out" 2>&1; then
-    fail "the schema accepts a report with $b"
-  fi
-  grep -q "bad.jsonl:1:" "$T/out" || fail "no line-numbered problem for $b: $(cat "$T/out")"
+  head -1 "$T/good.jsonl" | jq -c "$b"
+done >"$T/bad.jsonl"
+if python3 "$CHECK" "$SCHEMA" "$T/bad.jsonl" >"$T/out" 2>&1; then
+  fail "the schema accepts every breakage: $(cat "$T/out")"
+fi
+for i in "${!breakages[@]}"; do
+  grep -q "bad.jsonl:$((i + 1)):" "$T/out" ||
+    fail "the schema accepts a report with ${breakages[$i]}"
 done
 ok "the schema refuses each of ${#breakages[@]} breakages"
 printf '{"report_id":' >"$T/torn.jsonl"
@@ -58,23 +52,7 @@ if python3 "$CHECK" "$SCHEMA" "$T/notjson.jsonl" >"$T/out" 2>&1; then fail "a li
 ok "a torn last line is skipped; a whole line that is not JSON is refused"
 
 # Served by reapd, byte for byte.
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$T/reapd.json" <<JSON
-{ "state_dir": "$T/state",
-  "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
-  "containerd": { "socket": "off" },
-  "status": { "listen": "127.0.0.1:$port" } }
-JSON
-"$BIN" -c "$T/reapd.json" 2>"$T/log" &
-pid=$!
-code=""
-for _ in $(seq 1 100); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
-  [ "$code" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "reapd died"
-  sleep 0.1
-done
-[ "$code" = 200 ] || fail "/livez never answered 200"
+start_reapd_no_engine
 curl -sf -D "$T/headers" "http://127.0.0.1:$port/v1/schema/report" -o "$T/served" ||
   fail "GET /v1/schema/report"
 cmp -s "$T/served" "$SCHEMA" || fail "/v1/schema/report differs from docs/report.schema.json"

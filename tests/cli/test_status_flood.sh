@@ -6,38 +6,12 @@
 # 25 s. Every probe must be answered 200 within 1 s; the endpoint closes
 # idle connections to make room and dripping ones at the deadline, counts
 # both, and logs a bounded number of lines about it. Prints the figures.
-set -euo pipefail
-BIN=$1
-SRC=$2
-T=$(mktemp -d /tmp/reapd-flood.XXXXXX)
-pid=""
-cleanup() {
-  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
-  rm -rf "$T"
-}
-trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; [ -f "$T/log" ] && tail -20 "$T/log" >&2; exit 1; }
-n=0
-ok() { n=$((n + 1)); echo "ok $n - $*"; }
+# shellcheck source-path=SCRIPTDIR source=common.bash
+source "$(dirname "$0")/common.bash"
+cli_begin flood "$@"
 [ -f "$SRC/tests/cli/status_flood.py" ] || fail "no flood client in $SRC"
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat >"$T/reapd.json" <<JSON
-{ "state_dir": "$T/state",
-  "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
-  "containerd": { "socket": "off" },
-  "status": { "listen": "127.0.0.1:$port" } }
-JSON
-"$BIN" -c "$T/reapd.json" 2>"$T/log" &
-pid=$!
-code=""
-for _ in $(seq 1 100); do
-  code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
-  [ "$code" = 200 ] && break
-  kill -0 "$pid" 2>/dev/null || fail "reapd died"
-  sleep 0.1
-done
-[ "$code" = 200 ] || fail "/livez never answered 200"
+start_reapd_no_engine
 grep -q "open files: limit" "$T/log" || fail "the open-file limit is not logged"
 ok "reapd serves /livez with no engine"
 

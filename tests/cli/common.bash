@@ -1,0 +1,60 @@
+# Shared by the command-line tests (sourced; not a test itself: ctest
+# runs tests/cli/*.sh). Usage, first thing in a test:
+#
+#   source "$(dirname "$0")/common.bash"
+#   cli_begin NAME "$@"        # BIN, SRC, a scratch dir $T, traps
+#
+# then fail MESSAGE, ok MESSAGE, and start_reapd_no_engine.
+
+# cli_begin NAME BIN SRC: $T is /tmp/reapd-NAME.XXXXXX, removed at exit
+# with the reapd started here ($pid) killed.
+cli_begin() {
+  set -euo pipefail
+  BIN=$2
+  SRC=$3
+  T=$(mktemp -d "/tmp/reapd-$1.XXXXXX")
+  pid=""
+  n=0
+  trap _cli_cleanup EXIT
+}
+
+_cli_cleanup() {
+  [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+  rm -rf "$T"
+}
+
+# fail MESSAGE: says why (and the end of reapd's log) and exits 1.
+fail() {
+  echo "FAIL: $*" >&2
+  [ -f "$T/log" ] && tail -20 "$T/log" >&2
+  exit 1
+}
+
+# ok MESSAGE: one passed check, numbered.
+ok() {
+  n=$((n + 1))
+  echo "ok $n - $*"
+}
+
+# start_reapd_no_engine: reapd on $T/reapd.json with no engine, containerd
+# off and the status endpoint on a free port ($port), its stderr in
+# $T/log, $pid set; returns once /livez answers 200.
+start_reapd_no_engine() {
+  local code="" _
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  cat >"$T/reapd.json" <<JSON
+{ "state_dir": "$T/state",
+  "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
+  "containerd": { "socket": "off" },
+  "status": { "listen": "127.0.0.1:$port" } }
+JSON
+  "$BIN" -c "$T/reapd.json" 2>"$T/log" &
+  pid=$!
+  for _ in $(seq 1 100); do
+    code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/livez" || true)
+    [ "$code" = 200 ] && break
+    kill -0 "$pid" 2>/dev/null || fail "reapd died"
+    sleep 0.1
+  done
+  [ "$code" = 200 ] || fail "/livez never answered 200"
+}
