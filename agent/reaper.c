@@ -1529,6 +1529,8 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->leaked_tasks = r->au.nleaks;
     out->tasks_reaped = r->au.tasks_reaped;
     out->orphans_reaped = r->au.orphans_reaped;
+    out->docker_connected = docker_watch_connected(r->d);
+    out->last_event_nano = r->last_ev_nano;
     out->containerd = r->ctrd != NULL;
     out->containerd_connected =
         r->ctrd != NULL && ctrd_watch_connected(r->ctrd);

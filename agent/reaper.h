@@ -109,6 +109,10 @@ struct reaper_stats {
     size_t slots_used;
     size_t slots_waiting;
     /* The containerd channel. */
+    bool docker_connected; /* the Docker events stream is open */
+    /* The engine's time of the newest event received (ns since the
+     * epoch; 0: none yet). */
+    int64_t last_event_nano;
     bool containerd;           /* on (not Docker-only mode) */
     bool containerd_connected; /* its event stream is open */
     size_t leaked_tasks;       /* tasks without an engine container now */

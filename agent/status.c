@@ -6,7 +6,9 @@
  */
 #include "status.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -19,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -37,6 +40,10 @@
 #include "report.h"
 #include "store.h"
 #include "upstream.h"
+
+#ifndef REAPD_REVISION /* set by CMakeLists.txt */
+#define REAPD_REVISION "unknown"
+#endif
 
 #define MAX_HEADERS_SIZE 8192
 #define MAX_BODY_SIZE    1024
@@ -113,7 +120,8 @@ struct status {
     struct reaper *reaper;
     struct store *store;      /* may be NULL */
     const struct config *cfg; /* may be NULL: /v1/config says 503 */
-    char *token;              /* NULL: no auth */
+    double start_time; /* the process's, seconds since the epoch; 0: unknown */
+    char *token;       /* NULL: no auth */
     size_t max_connections;
     unsigned deadline_ms;
     /* Connections by state: accepted, not yet resolved; served and idle
@@ -758,15 +766,128 @@ family(struct evbuffer *b, const char *name, const char *type,
                         type);
 }
 
+static void
+metric_double(struct evbuffer *b, const char *name, const char *type,
+              const char *help, double v)
+{
+    family(b, name, type, help);
+    evbuffer_add_printf(b, "%s %.15g\n", name, v);
+}
+
+/* The first `size - 1` bytes of a /proc file, NUL-terminated; -1 if it
+ * cannot be read. procfs answers from memory: no wait on the loop. */
+static ssize_t
+read_proc(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n;
+
+    if (fd < 0)
+        return -1;
+    do
+        n = read(fd, buf, size - 1);
+    while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return n;
+}
+
+/* When the process started, from its start in clock ticks after boot
+ * (/proc/self/stat, field 22) and the boot time (/proc/stat btime);
+ * 0 when either cannot be read. Read once, at start. */
+static double
+process_start_time(void)
+{
+    char buf[4096], *p;
+    unsigned long long ticks = 0, btime = 0;
+    long hz = sysconf(_SC_CLK_TCK);
+    int field;
+
+    if (hz <= 0 || read_proc("/proc/self/stat", buf, sizeof(buf)) < 0)
+        return 0;
+    /* The command name (field 2) may hold spaces and parentheses: the
+     * fields are counted after its last ')'. */
+    p = strrchr(buf, ')');
+    if (p == NULL)
+        return 0;
+    for (field = 2; field < 22 && p != NULL; field++)
+        p = strchr(p + 1, ' ');
+    if (p == NULL || sscanf(p + 1, "%llu", &ticks) != 1)
+        return 0;
+    if (read_proc("/proc/stat", buf, sizeof(buf)) < 0 ||
+        (p = strstr(buf, "\nbtime ")) == NULL ||
+        sscanf(p + 7, "%llu", &btime) != 1)
+        return 0;
+    return (double)btime + (double)ticks / (double)hz;
+}
+
+/* The process_* metrics Prometheus' client libraries export, so the
+ * usual dashboards and alerts work on reapd as they do elsewhere. */
+static void
+process_metrics(struct status *s, struct evbuffer *b)
+{
+    struct rusage ru;
+    struct rlimit rl;
+    char buf[256];
+    unsigned long long vm_pages, rss_pages;
+    long page = sysconf(_SC_PAGESIZE);
+    DIR *d;
+
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+        metric_double(b, "process_cpu_seconds_total", "counter",
+                      "Total user and system CPU time spent in seconds.",
+                      (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                          (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) /
+                              1e6);
+    if (page > 0 && read_proc("/proc/self/statm", buf, sizeof(buf)) > 0 &&
+        sscanf(buf, "%llu %llu", &vm_pages, &rss_pages) == 2) {
+        metric_double(b, "process_virtual_memory_bytes", "gauge",
+                      "Virtual memory size in bytes.",
+                      (double)vm_pages * (double)page);
+        metric_double(b, "process_resident_memory_bytes", "gauge",
+                      "Resident memory size in bytes.",
+                      (double)rss_pages * (double)page);
+    }
+    d = opendir("/proc/self/fd");
+    if (d != NULL) {
+        unsigned long long n = 0;
+        struct dirent *e;
+
+        while ((e = readdir(d)) != NULL)
+            if (e->d_name[0] != '.')
+                n++;
+        closedir(d);
+        /* Less the directory's own descriptor, open while counting. */
+        metric(b, "process_open_fds", "gauge",
+               "Number of open file "
+               "descriptors.",
+               n > 0 ? n - 1 : 0);
+    }
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+        metric(b, "process_max_fds", "gauge",
+               "Maximum number of open file descriptors.",
+               (unsigned long long)rl.rlim_cur);
+    if (s->start_time > 0)
+        metric_double(b, "process_start_time_seconds", "gauge",
+                      "Start time of the process since unix epoch in "
+                      "seconds.",
+                      s->start_time);
+}
+
 /* What reapd adds to the reaper's metrics: build, reloads, the
  * endpoint itself. */
 static void
 own_metrics(struct status *s, struct evbuffer *b)
 {
     family(b, "reapd_build_info", "gauge",
-           "Always 1; the version reapd was built as is a label.");
-    evbuffer_add_printf(b, "reapd_build_info{version=\"%s\"} 1\n",
-                        REAPD_VERSION);
+           "Always 1; the version reapd was built as and the source "
+           "revision are labels.");
+    evbuffer_add_printf(b,
+                        "reapd_build_info{version=\"%s\",revision=\"%s\"} "
+                        "1\n",
+                        REAPD_VERSION, REAPD_REVISION);
     family(b, "reapd_config_reloads_total", "counter",
            "SIGHUP config reloads, by result.");
     evbuffer_add_printf(b,
@@ -858,6 +979,7 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     }
     reaper_stats(s->reaper, &st);
     own_metrics(s, b);
+    process_metrics(s, b);
     histograms(b, &st);
     metric(b, "reapd_events_received_total", "counter",
            "Container events received from the engine.", st.events);
@@ -946,6 +1068,13 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     metric(b, "reapd_containerd_connected", "gauge",
            "1 when the containerd event stream is open.",
            st.containerd_connected);
+    metric(b, "reapd_docker_connected", "gauge",
+           "1 when the Docker events stream is open.", st.docker_connected);
+    metric_double(b, "reapd_last_event_timestamp_seconds", "gauge",
+                  "The engine's time of the newest event received (0: none "
+                  "yet); time() - this is how long the node has been quiet "
+                  "or the stream stuck.",
+                  (double)st.last_event_nano / 1e9);
     metric(b, "reapd_state_write_errors_total", "counter",
            "Writes to the state database that failed (disk full...).",
            st.store_errors);
@@ -979,6 +1108,11 @@ serve_metrics(struct status *s, struct evhttp_request *req)
                                 (unsigned long long)sc.dead);
             metric(b, "reapd_state_db_bytes", "gauge",
                    "Size of the state database.", sc.db_bytes);
+            metric_double(b, "reapd_outbox_oldest_pending_timestamp_seconds",
+                          "gauge",
+                          "When the oldest report still waiting for "
+                          "upstream delivery was made (0: none waits).",
+                          (double)sc.oldest_pending_ms / 1e3);
         }
         metric(b, "reapd_state_commits_total", "counter",
                "Write transactions committed to the state database (steps "
@@ -1416,6 +1550,7 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
     if (s == NULL)
         return NULL;
     s->reaper = reaper;
+    s->start_time = process_start_time();
     s->max_connections = DEFAULT_MAX_CONNECTIONS;
     s->deadline_ms = REQUEST_DEADLINE_MS;
     s->pause_ms = PAUSE_MIN_MS;

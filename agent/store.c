@@ -121,6 +121,7 @@ enum stmt_id {
     S_MARK_DEAD,
     S_MARK_RETRY,
     S_COUNTS,
+    S_OLDEST_PENDING,
     S_SIZE,
     S_PRUNE_AGE,
     S_PRUNE_COUNT,
@@ -182,6 +183,10 @@ static const char *const stmt_sql[S_COUNT] = {
                      " next_attempt_ms = ?2, last_error = ?3"
                      " WHERE report_id = ?1 AND state = 'pending'",
     [S_COUNTS] = "SELECT state, count(*) FROM reports GROUP BY state",
+    /* seq grows with each report: the first pending by seq is the
+     * oldest, found through reports_state_seq without a scan. */
+    [S_OLDEST_PENDING] = "SELECT created_ms FROM reports"
+                         " WHERE state = 'pending' ORDER BY seq LIMIT 1",
     [S_SIZE] = "SELECT page_count * page_size"
                " FROM pragma_page_count(), pragma_page_size()",
     /* Oldest first, at most ?2 rows at a time. */
@@ -1695,6 +1700,15 @@ store_counts(struct store *st, struct store_counts *out)
             out->delivered = (uint64_t)sqlite3_column_int64(s, 1);
         else
             out->dead = (uint64_t)sqlite3_column_int64(s, 1);
+    }
+    done(s);
+    s = st->stmt[S_OLDEST_PENDING];
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_ROW) {
+        out->oldest_pending_ms = sqlite3_column_int64(s, 0);
+    } else if (rc != SQLITE_DONE) {
+        result = store_fail(st, rc, "oldest pending report");
+        goto out;
     }
     done(s);
     s = st->stmt[S_SIZE];

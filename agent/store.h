@@ -264,7 +264,8 @@ struct store_counts {
     uint64_t pending;
     uint64_t delivered;
     uint64_t dead;
-    uint64_t db_bytes; /* page_count * page_size of the main file */
+    uint64_t db_bytes;         /* page_count * page_size of the main file */
+    int64_t oldest_pending_ms; /* created_ms of the oldest pending; 0: none */
 };
 
 int store_counts(struct store *st, struct store_counts *out);

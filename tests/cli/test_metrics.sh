@@ -14,7 +14,7 @@ cli_begin metrics "$@"
 check() {
   python3 -c '
 import re, sys
-NAME = re.compile(r"^reapd_[a-z0-9_]+$")
+NAME = re.compile(r"^(reapd|process)_[a-z0-9_]+$")
 SAMPLE = re.compile(
     r"^([a-zA-Z_:][a-zA-Z0-9_:]*)"
     r"(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*=\"(?:[^\"\\\n]|\\.)*\",?)*)\})?"
@@ -177,12 +177,47 @@ for name in reapd_build_info reapd_events_received_total \
   reapd_report_latency_seconds reapd_status_connections reapd_status_rejected_total \
   reapd_status_connections_evicted_total reapd_status_requests_timed_out_total \
   reapd_status_accept_errors_total reapd_events_rejected_total \
-  reapd_containers_truncated_total reapd_containers_undecidable_total; do
+  reapd_containers_truncated_total reapd_containers_undecidable_total \
+  reapd_docker_connected reapd_last_event_timestamp_seconds \
+  reapd_outbox_oldest_pending_timestamp_seconds \
+  process_cpu_seconds_total process_resident_memory_bytes \
+  process_virtual_memory_bytes process_open_fds process_max_fds \
+  process_start_time_seconds; do
   grep -q "^# TYPE $name " "$T/metrics" || fail "metric $name missing"
 done
-grep -Eq '^reapd_build_info\{version="[0-9]+\.[0-9]+\.[0-9]+[^"]*"\} 1$' \
+grep -Eq '^reapd_build_info\{version="[0-9]+\.[0-9]+\.[0-9]+[^"]*",revision="([0-9a-f]{12}(-dirty)?|unknown)"\} 1$' \
   "$T/metrics" || fail "reapd_build_info: $(grep build_info "$T/metrics")"
 ok "every documented metric family is there"
+
+# The process_* values are this process's: against /proc and the clock.
+val() { awk -v m="$1" '$1 == m { print $2 }' "$T/metrics"; }
+rss_kib=$(awk '/^VmRSS:/ { print $2 }' "/proc/$pid/status")
+python3 - "$(val process_resident_memory_bytes)" "$rss_kib" \
+  "$(val process_start_time_seconds)" "$(date +%s)" \
+  "$(val process_open_fds)" "$(find "/proc/$pid/fd" -mindepth 1 -maxdepth 1 | wc -l)" \
+  "$(val process_max_fds)" "$(awk '/^Max open files/ { print $4 }' "/proc/$pid/limits")" \
+  "$(val process_cpu_seconds_total)" "$(val reapd_docker_connected)" <<'PY' ||
+import sys
+rss, rss_kib, start, now, fds, fds_now, maxfds, limit, cpu, docker = sys.argv[1:]
+problems = []
+if abs(float(rss) / 1024 - int(rss_kib)) > 4096:
+    problems.append("resident %s bytes, /proc says %s KiB" % (rss, rss_kib))
+if not 0 <= int(now) - float(start) < 120:
+    problems.append("started at %s, now %s" % (start, now))
+if abs(int(fds) - int(fds_now)) > 4:
+    problems.append("%s open fds, /proc/PID/fd has %s" % (fds, fds_now))
+if int(maxfds) != int(limit):
+    problems.append("max fds %s, limit %s" % (maxfds, limit))
+if not 0 < float(cpu) < 60:
+    problems.append("cpu %s s" % cpu)
+if docker != "0":
+    problems.append("docker connected %s with no engine" % docker)
+if problems:
+    print("; ".join(problems))
+sys.exit(1 if problems else 0)
+PY
+  fail "process metrics disagree with /proc"
+ok "process_* agree with /proc (resident memory, start time, open fds, fd limit, CPU); reapd_docker_connected 0 with no engine"
 
 # scripts/deps installs promtool (Debian: prometheus); without it this
 # test fails rather than pass on half the checks.

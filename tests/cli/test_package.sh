@@ -73,13 +73,14 @@ has -rw-r--r-- /lib/systemd/system/reapd.service
 has -rw-r--r-- /etc/reapd/reapd.json
 has -rw-r--r-- /usr/share/doc/reapd/README.md
 has -rw-r--r-- /usr/share/doc/reapd/report.schema.json
+has -rw-r--r-- /usr/share/doc/reapd/copyright
 ndocs=0
 for d in "$SRC"/docs/*.md; do
   has -rw-r--r-- "/usr/share/doc/reapd/$(basename "$d")"
   ndocs=$((ndocs + 1))
 done
 [ "$ndocs" -gt 0 ] || fail "no docs/*.md in $SRC"
-ok "files: /usr/sbin/reapd, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json)"
+ok "files: /usr/sbin/reapd, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json + copyright; LICENSE Apache-2.0)"
 
 # --- control archive: conffiles, maintainer scripts ----------------------
 dpkg-deb --control "$DEB" "$T/control" || fail "dpkg-deb --control"
@@ -99,6 +100,15 @@ ok "maintainer scripts: postinst, prerm, postrm (sh -n); postinst does not start
 
 # --- the packaged files themselves --------------------------------------
 dpkg-deb -x "$DEB" "$T/root" || fail "dpkg-deb -x"
+grep -qx 'License: Apache-2.0' "$T/root/usr/share/doc/reapd/copyright" ||
+  fail "the copyright file does not name Apache-2.0"
+cmp -s "$T/root/usr/share/doc/reapd/copyright" "$SRC/deploy/debian/copyright" ||
+  fail "packaged copyright differs from deploy/debian/copyright"
+if ! grep -q 'Apache License' "$SRC/LICENSE" ||
+  ! grep -q 'Version 2.0, January 2004' "$SRC/LICENSE"; then
+  fail "LICENSE is not the Apache License 2.0"
+fi
+ok "licence: LICENSE is Apache-2.0; /usr/share/doc/reapd/copyright (machine-readable) says so"
 cmp -s "$T/root/etc/reapd/reapd.json" "$SRC/config/reapd.json" ||
   fail "packaged config differs from config/reapd.json"
 cmp -s "$T/root/lib/systemd/system/reapd.service" "$SRC/deploy/systemd/reapd.service" ||

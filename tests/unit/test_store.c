@@ -676,6 +676,33 @@ t_migrate_v1(void **state)
     tmpdir_free(dir);
 }
 
+/* The oldest pending report's time (for the metric of how far behind
+ * delivery is): by its creation, whatever else is delivered or dead. */
+static void
+t_oldest_pending(void **state)
+{
+    struct fx *f = *state;
+    struct store_counts c;
+
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.oldest_pending_ms, 0);
+    assert_int_equal(add(f->st, 1, 1, 100), STORE_OK);
+    assert_int_equal(add(f->st, 2, 2, 200), STORE_OK);
+    assert_int_equal(add(f->st, 3, 1, 300), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.oldest_pending_ms, 100);
+    assert_int_equal(mark_delivered(f->st, 1, 400), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.oldest_pending_ms, 200);
+    assert_int_equal(mark_dead(f->st, 2, "HTTP 422: no"), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.oldest_pending_ms, 300);
+    assert_int_equal(mark_delivered(f->st, 3, 500), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.oldest_pending_ms, 0);
+    assert_int_equal(c.pending, 0);
+}
+
 /* Each reason a report can die for, as stored and listed; what the
  * operator's requeue (docs/runbook.md) does to it. */
 static void
@@ -2061,6 +2088,7 @@ main(void)
         cmocka_unit_test(t_files_hardened),
         cmocka_unit_test(t_busy),
         T(t_duplicate),
+        T(t_oldest_pending),
         T(t_dead_reasons),
         T(t_add_delivered),
         T(t_report_carries_pending),
