@@ -384,7 +384,7 @@ t_metrics(void **state)
     struct reaper_stats st;
     size_t one = 1;
     char *line, *save = NULL;
-    int i, samples = 0;
+    int i, samples = 0, nprocess = 0;
 
     (void)state;
     assert_int_equal(reaper_start(h->reapd.r), 0);
@@ -430,6 +430,10 @@ t_metrics(void **state)
             continue;
         if (sscanf(line, "%255s %lf %c", name, &v, &extra) != 2)
             fail_msg("bad metric line: %s", line);
+        if (strncmp(name, "process_", 8) == 0) {
+            nprocess++; /* the client libraries' standard names */
+            continue;
+        }
         if (strncmp(name, "reapd_", 6) != 0)
             fail_msg("metric outside the reapd_ namespace: %s", line);
         samples++;
@@ -440,7 +444,8 @@ t_metrics(void **state)
      * build info, 2 reload results, connections, 2 rejection reasons,
      * 2 eviction states, timed-out requests, accept errors; 2 stream
      * reconnect counters; rejected events, 2 truncation kinds,
-     * undecidable containers; held DELETEs; the engine's identity; each
+     * undecidable containers; held DELETEs; the engine's identity;
+     * Docker connected and the last event's time; each
      * histogram
      * series: its buckets, +Inf, _sum and _count. */
     {
@@ -449,7 +454,9 @@ t_metrics(void **state)
         reaper_cleanup_bounds(&nc);
         reaper_call_bounds(&ne);
         reaper_latency_bounds(&nl);
-        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 2 +
+        /* CPU, virtual and resident memory, open and max fds, start. */
+        assert_int_equal(nprocess, 6);
+        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
                                       (int)(nl + 3));
@@ -1191,8 +1198,16 @@ t_metrics_histograms(void **state)
     TU_RUN_UNTIL(h->reapd.l, reported(h, &one), 5000);
     request(h, "GET", "/metrics", &r);
     assert_int_equal(r.status, 200);
-    assert_true(sample(r.body, "reapd_build_info{version=\"" REAPD_VERSION
-                               "\"}") == 1);
+    /* The revision is the build's (CMakeLists.txt): any, or unknown. */
+    {
+        const char *bi =
+            strstr(r.body, "\nreapd_build_info{version=\"" REAPD_VERSION
+                           "\",revision=\"");
+        const char *end = bi != NULL ? strchr(bi + 1, '\n') : NULL;
+
+        assert_non_null(end);
+        assert_true(end - bi > 4 && strncmp(end - 4, "\"} 1", 4) == 0);
+    }
     /* What the (fake) engine said of itself; it names no containerd. */
     assert_true(sample(r.body,
                        "reapd_engine_info{docker_version=\"fake\","
