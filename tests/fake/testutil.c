@@ -36,6 +36,18 @@
 #include "store.h"
 #include "testutil.h"
 
+/* REAPD_TEST_ONLY=GLOB runs only the test functions it matches, in every
+ * unit test linked with this file: tests/mutate/run gives a mutant the
+ * one function that must catch it (its "only:"). */
+__attribute__((constructor)) static void
+tu_only_from_env(void)
+{
+    const char *only = getenv("REAPD_TEST_ONLY");
+
+    if (only != NULL && *only != '\0')
+        cmocka_set_test_filter(only);
+}
+
 void
 tu_test_filters(void)
 {
