@@ -30,7 +30,7 @@ struct persist {
     struct event *flush_ev;
     bool flush_scheduled;
     uint64_t flush_at_ms; /* loop time the scheduled flush is due */
-    bool failing; /* the last write failed; said once */
+    bool failing;         /* the last write failed; said once */
     struct event *retry;
     struct event *prune_timer;
     uint64_t pruned;
