@@ -24,6 +24,8 @@
  *                                                      | "off"
  *   status.token_file            null                  readable abs path
  *   status.max_connections       64                    1 .. 65536
+ *   admin.socket                 /run/reapd/admin.sock abs path < 108 B
+ *                                                      | "off"
  *   upstream.url                 null                  null | http(s)://...
  *   upstream.timeout_ms          5000                  100 .. 600000
  *   upstream.token_file          null                  readable abs path
@@ -127,6 +129,7 @@ static const char *check_socket_path(const char *s);
 static const char *check_containerd_socket(const char *s);
 static const char *check_namespace(const char *s);
 static const char *check_listen(const char *s);
+static const char *check_admin_socket(const char *s);
 static const char *config_check_url(const char *s);
 static const char *check_readable(const char *s);
 
@@ -158,6 +161,10 @@ static const struct field status_fields[] = {
     {"token_file", F_NULLABLE_STR, AT(status_token_file), 0, 0,
      check_readable},
     {"max_connections", F_INT, AT(status_max_connections), 1, 65536, NULL},
+};
+
+static const struct field admin_fields[] = {
+    {"socket", F_STR, AT(admin_socket), 0, 0, check_admin_socket},
 };
 
 static const struct field upstream_fields[] = {
@@ -445,6 +452,18 @@ check_namespace(const char *s)
             return "may hold only letters, digits, '.', '_' and '-'";
     if (i > 76)
         return "is too long (at most 76 characters)";
+    return NULL;
+}
+
+static const char *
+check_admin_socket(const char *s)
+{
+    if (strcmp(s, "off") == 0)
+        return NULL;
+    if (s[0] != '/')
+        return "must be an absolute path or \"off\"";
+    if (strlen(s) >= SUN_PATH_MAX)
+        return "is too long for a unix socket (at most 107 bytes)";
     return NULL;
 }
 
@@ -1120,6 +1139,9 @@ parse_root(struct ctx *c, const struct json_node *root, struct config *cfg)
         else if (strcmp(k, "status") == 0)
             parse_section(c, m, "status", status_fields,
                           NFIELDS(status_fields), cfg);
+        else if (strcmp(k, "admin") == 0)
+            parse_section(c, m, "admin", admin_fields, NFIELDS(admin_fields),
+                          cfg);
         else if (strcmp(k, "delete") == 0)
             parse_section(c, m, "delete", delete_fields,
                           NFIELDS(delete_fields), cfg);
@@ -1195,6 +1217,7 @@ make_default(const char *source)
     cfg->containerd_reap_orphans = true;
     cfg->status_listen = strdup("127.0.0.1:9323");
     cfg->status_max_connections = 64;
+    cfg->admin_socket = strdup("/run/reapd/admin.sock");
     cfg->upstream_url = NULL;
     cfg->upstream_timeout_ms = 5000;
     cfg->upstream_max_in_flight = 4;
@@ -1214,7 +1237,7 @@ make_default(const char *source)
     cfg->source = strdup(source);
     if (!cfg->node || !cfg->state_dir || !cfg->docker_socket ||
         !cfg->containerd_socket || !cfg->containerd_namespace ||
-        !cfg->status_listen || !cfg->source ||
+        !cfg->status_listen || !cfg->admin_socket || !cfg->source ||
         default_policies(&cfg->policies) != 0) {
         config_free(cfg);
         return NULL;
@@ -1400,6 +1423,7 @@ config_free(struct config *cfg)
     free(cfg->containerd_socket);
     free(cfg->containerd_namespace);
     free(cfg->status_listen);
+    free(cfg->admin_socket);
     free(cfg->status_token_file);
     free(cfg->upstream_url);
     free(cfg->upstream_token_file);
@@ -1570,6 +1594,7 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
     gen_section(g, cfg, "retention", retention_fields,
                 NFIELDS(retention_fields));
     gen_section(g, cfg, "status", status_fields, NFIELDS(status_fields));
+    gen_section(g, cfg, "admin", admin_fields, NFIELDS(admin_fields));
 
     jw_str(g, "upstream");
     yajl_gen_map_open(g);

@@ -40,6 +40,7 @@ struct config {
      * bearer token every endpoint but /livez and /readyz requires. */
     char *status_token_file;
     int64_t status_max_connections; /* 64: open connections at once */
+    char *admin_socket;             /* "/run/reapd/admin.sock" | "off" */
 
     char *upstream_url;          /* NULL: no upstream */
     int64_t upstream_timeout_ms; /* 5000 */

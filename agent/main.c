@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "feed.h"
 #include "containerd.h"
 #include "docker.h"
 #include "log.h"
@@ -45,8 +46,10 @@ struct app {
     struct upstream *up; /* NULL: no upstream.url */
     struct outbox *outbox;
     struct status *status;
-    struct sdnotify *sd; /* NULL: not under systemd's notify */
-    bool sd_ready;       /* READY=1 sent */
+    struct status *admin; /* the admin socket (admin.socket) */
+    struct feed *feed;    /* reports made durable, to waits and streams */
+    struct sdnotify *sd;  /* NULL: not under systemd's notify */
+    bool sd_ready;        /* READY=1 sent */
 };
 
 /* upstream_opts from the config; the token is read from its file (the
@@ -246,6 +249,15 @@ on_stop(evutil_socket_t sig, short what, void *arg)
     event_base_loopexit(loop_base(a->loop), NULL);
 }
 
+/* A report is durable: waits for its container and the report streams
+ * look again (on the next loop turn). */
+static void
+on_report_durable(const char *report_id, const char *container_id, void *arg)
+{
+    (void)report_id;
+    feed_publish(arg, container_id);
+}
+
 /* systemd hears READY=1 after the first reconcile with the engine, and
  * in STATUS= whenever readiness turns (the unit's status line). */
 static void
@@ -305,9 +317,10 @@ reload(struct app *a)
     }
     if (strcmp(next->docker_socket, a->cfg->docker_socket) != 0 ||
         strcmp(next->status_listen, a->cfg->status_listen) != 0 ||
+        strcmp(next->admin_socket, a->cfg->admin_socket) != 0 ||
         strcmp(next->state_dir, a->cfg->state_dir) != 0)
-        log_warn(NULL, "SIGHUP: docker.socket, status.listen and state_dir "
-                       "take effect at the next start");
+        log_warn(NULL, "SIGHUP: docker.socket, status.listen, admin.socket "
+                       "and state_dir take effect at the next start");
     if ((next->upstream_url == NULL) != (a->cfg->upstream_url == NULL))
         log_warn(NULL, "SIGHUP: turning upstream delivery on or off takes "
                        "effect at the next start");
@@ -338,6 +351,7 @@ reload(struct app *a)
     reaper_set_config(a->reaper, next);
     /* Before the old config is freed: /v1/config reads it. */
     status_set_config(a->status, next, status_token);
+    status_set_config(a->admin, next, NULL);
     status_note_reload(a->status, true);
     config_free(a->cfg);
     a->cfg = next;
@@ -550,6 +564,19 @@ main(int argc, char **argv)
     }
     status_set_store(a.status, store);
     status_set_config(a.status, a.cfg, status_token);
+    a.admin = status_new_admin(a.loop, a.cfg->admin_socket, a.reaper);
+    if (a.admin == NULL)
+        goto out;
+    status_set_store(a.admin, store);
+    status_set_config(a.admin, a.cfg, NULL);
+    a.feed = feed_new(loop_base(a.loop));
+    if (a.feed == NULL)
+        goto out;
+    store_on_report(store, on_report_durable, a.feed);
+    status_set_feed(a.status, a.feed);
+    status_set_feed(a.admin, a.feed);
+    status_set_outbox(a.status, a.outbox);
+    status_set_outbox(a.admin, a.outbox);
     sigterm = evsignal_new(loop_base(a.loop), SIGTERM, on_stop, &a);
     sigint = evsignal_new(loop_base(a.loop), SIGINT, on_stop, &a);
     sighup = evsignal_new(loop_base(a.loop), SIGHUP, on_hup, &a);
@@ -576,6 +603,10 @@ out:
     if (sighup != NULL)
         event_free(sighup);
     status_free(a.status);
+    status_free(a.admin);
+    if (store != NULL)
+        store_on_report(store, NULL, NULL);
+    feed_free(a.feed);
     reaper_free(a.reaper);
     sdnotify_free(a.sd);
     upstream_free(a.up);

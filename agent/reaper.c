@@ -1561,6 +1561,22 @@ reaper_foreach(const struct reaper *r, reaper_visit_cb cb, void *arg)
     }
 }
 
+bool
+reaper_lookup(const struct reaper *r, const char *id, struct reaper_view *out)
+{
+    struct rec *c = ctable_find(&r->tab, id);
+
+    if (c == NULL || c->kind != R_MANAGED)
+        return false;
+    out->id = c->id;
+    out->name = c->name;
+    out->image = c->image;
+    out->policy = c->policy;
+    out->state = c->lc.state;
+    out->lc = &c->lc;
+    return true;
+}
+
 void
 reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg)
 {

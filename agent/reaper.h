@@ -180,6 +180,11 @@ struct reaper_view {
 typedef void (*reaper_visit_cb)(const struct reaper_view *v, void *arg);
 void reaper_foreach(const struct reaper *r, reaper_visit_cb cb, void *arg);
 
+/* The tracked container with the full id `id`, into *out (its strings
+ * are the reaper's: valid until the loop runs again); false if none. */
+bool reaper_lookup(const struct reaper *r, const char *id,
+                   struct reaper_view *out);
+
 /* Visits each containerd task the audit found without an engine
  * container. */
 struct reaper_leak_view {

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -31,11 +32,13 @@
 #include "bounds.h"
 #include "config.h"
 #include "docker.h"
+#include "feed.h"
 #include "lifecycle.h"
 #include "log.h"
 #include "loop.h"
 #include "json.h"
 #include "jsonw.h"
+#include "outbox.h"
 #include "reaper.h"
 #include "report.h"
 #include "store.h"
@@ -51,6 +54,15 @@
 
 #define REPORTS_DEFAULT 50
 #define REPORTS_MAX     1000
+
+/* The read API's held requests (waits, drains, streams), per listener. */
+#define WAIT_MAX_S         300
+#define HELD_MAX           512
+#define STREAMS_MAX        16
+#define STREAM_PAGE        100
+#define STREAM_CHUNK_BYTES (256u << 10)
+#define HELD_TICK_MS       1000 /* a held client's liveness, a wait's end */
+#define DRAIN_TICK_MS      200
 
 #define DEFAULT_MAX_CONNECTIONS 64
 #define REQUEST_DEADLINE_MS     10000
@@ -81,7 +93,9 @@ struct ratelog {
  * bytes of the next request came), sending an answer, or idle between
  * requests.
  */
-enum phase { PH_REQUEST, PH_ANSWER, PH_IDLE };
+enum phase { PH_REQUEST, PH_ANSWER, PH_IDLE, PH_HELD };
+
+struct held;
 
 struct conn;
 struct clist {
@@ -110,7 +124,8 @@ struct conn {
     enum phase phase;
     uint64_t since_ms; /* start of the phase, for the deadline */
     struct event *deadline;
-    struct clist *in; /* pending, idle or waiting; NULL: none */
+    struct held *held; /* a request held open (PH_HELD); NULL: none */
+    struct clist *in;  /* pending, idle or waiting; NULL: none */
     struct conn *prev, *next;
 };
 
@@ -140,6 +155,38 @@ struct status {
         log_bad;
     char *unix_path;
     struct status *next_status;
+    /* The admin socket: the write operations too, no token. */
+    bool admin;
+    struct feed *feed;     /* borrowed; NULL: no waits, no streams */
+    struct outbox *outbox; /* borrowed; NULL: no upstream */
+    struct held *held;     /* every held request */
+    size_t nheld, nstreams;
+    uint64_t held_rejected, streams_cut;
+    struct ratelog log_cut;
+};
+
+/*
+ * A request answered later: a wait for a container's report, a drain, or
+ * the report stream (answered for as long as the client reads). It
+ * belongs to its connection: when evhttp frees the connection (the
+ * client went away, a write failed, reapd stops) the hold goes with it,
+ * unanswered.
+ */
+enum held_kind { H_WAIT, H_DRAIN, H_STREAM };
+
+struct held {
+    struct status *s;
+    struct conn *c;
+    struct evhttp_request *req;
+    enum held_kind kind;
+    char id[STORE_ID_MAX + 1]; /* H_WAIT: the container */
+    struct feed_sub *sub;
+    struct event *tick;
+    uint64_t until_ms;
+    int64_t last_seq;       /* H_STREAM: the last entry sent */
+    bool writing;           /* H_STREAM: a chunk is not out yet */
+    uint64_t writing_since; /* ... since then */
+    struct held *prev, *next;
 };
 
 /*
@@ -244,12 +291,16 @@ begin_phase(struct conn *c, enum phase ph)
     loop_timer_ms(c->deadline, c->s->deadline_ms);
 }
 
+static void held_free(struct held *h);
+
 /* Frees a conn that evhttp no longer has (or never got to). */
 static void
 conn_free(struct conn *c)
 {
     struct status *s = c->s;
 
+    if (c->held != NULL)
+        held_free(c->held);
     cl_remove(c);
     if (c->evcon != NULL) {
         if (c->refused)
@@ -1229,81 +1280,842 @@ gen_node(yajl_gen g, const struct json_node *n)
     }
 }
 
+/* ---- the read API: reports by cursor, by container, as a stream ---- */
+
+/* Whatever the store holds, also a report too large for upstream. */
+static const struct json_limits read_limits = {.max_bytes = STORE_BODY_MAX,
+                                               .max_depth = 8,
+                                               .max_items = LIMIT_READ_ITEMS,
+                                               .max_string =
+                                                   LIMIT_READ_STRING};
+
+/* One entry of /v1/reports and of the stream. */
+static void
+gen_entry(yajl_gen g, const struct store_report *r)
+{
+    struct json_node *body = NULL;
+
+    if (r->body != NULL)
+        body =
+            json_parse(r->body, r->body_len, &read_limits, 0, NULL, 0, NULL);
+    yajl_gen_map_open(g);
+    jw_str(g, "seq");
+    yajl_gen_integer(g, r->seq);
+    jw_str(g, "report_id");
+    jw_str(g, r->report_id);
+    jw_str(g, "delivery");
+    jw_str(g, store_state_name(r->state));
+    jw_str(g, "attempts");
+    yajl_gen_integer(g, r->attempts);
+    jw_str(g, "last_error");
+    jw_str(g, r->last_error);
+    jw_str(g, "dead_reason");
+    jw_str(g, store_dead_reason_name(r->dead_reason));
+    jw_str(g, "report");
+    if (body != NULL)
+        gen_node(g, body);
+    else
+        yajl_gen_null(g);
+    yajl_gen_map_close(g);
+    json_free(body);
+}
+
+/* A query parameter a route knows: an integer in [min, max], or a
+ * string checked by the route. */
+struct qparam {
+    const char *key;
+    bool is_int;
+    long min, max;
+    bool set;
+    long ival;
+    const char *sval; /* in the caller's evkeyvalq */
+};
+
+/*
+ * Parses the request's query into `p` (n known keys): each at most once,
+ * integers in range. 0, or -1 with a message for a 400 in `err`. `kv` is
+ * the caller's to clear (evhttp_clear_headers) whatever the result.
+ */
+static int
+parse_query(struct evhttp_request *req, struct evkeyvalq *kv, struct qparam *p,
+            size_t n, char *err, size_t errlen)
+{
+    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct evkeyval *e;
+    size_t i;
+
+    /* TAILQ_INIT: keyvalq_struct.h declares the list, not its macros. */
+    kv->tqh_first = NULL;
+    kv->tqh_last = &kv->tqh_first;
+    if (q == NULL || *q == '\0')
+        return 0;
+    if (evhttp_parse_query_str(q, kv) != 0) {
+        snprintf(err, errlen, "malformed query string");
+        return -1;
+    }
+    for (e = kv->tqh_first; e != NULL; e = e->next.tqe_next) {
+        for (i = 0; i < n; i++)
+            if (strcmp(e->key, p[i].key) == 0)
+                break;
+        if (i == n) {
+            snprintf(err, errlen,
+                     "unknown query parameter (known: %s%s%s%s%s%s%s)",
+                     p[0].key, n > 1 ? ", " : "", n > 1 ? p[1].key : "",
+                     n > 2 ? ", " : "", n > 2 ? p[2].key : "",
+                     n > 3 ? ", " : "", n > 3 ? p[3].key : "");
+            return -1;
+        }
+        if (p[i].set) {
+            snprintf(err, errlen, "%s given twice", p[i].key);
+            return -1;
+        }
+        p[i].set = true;
+        p[i].sval = e->value;
+        if (p[i].is_int) {
+            char *end;
+
+            errno = 0;
+            p[i].ival = strtol(e->value, &end, 10);
+            if (e->value[0] == '\0' || *end != '\0' || errno != 0 ||
+                p[i].ival < p[i].min || p[i].ival > p[i].max) {
+                snprintf(err, errlen, "%s must be an integer in %ld..%ld",
+                         p[i].key, p[i].min, p[i].max);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int
+parse_state(const char *v, int *out)
+{
+    if (strcmp(v, "pending") == 0)
+        *out = STORE_PENDING;
+    else if (strcmp(v, "delivered") == 0)
+        *out = STORE_DELIVERED;
+    else if (strcmp(v, "dead") == 0)
+        *out = STORE_DEAD;
+    else
+        return -1;
+    return 0;
+}
+
+/*
+ * GET /v1/reports[?limit=N][&after=SEQ][&container_id=ID][&state=S]:
+ * newest first, or with `after` the entries after that seq, oldest first
+ * (a cursor: pass the last seq seen).
+ */
 static void
 serve_reports(struct status *s, struct evhttp_request *req)
 {
-    /* Whatever the store holds, also a report too large for upstream. */
-    struct json_limits lim = {.max_bytes = STORE_BODY_MAX,
-                              .max_depth = 8,
-                              .max_items = LIMIT_READ_ITEMS,
-                              .max_string = LIMIT_READ_STRING};
-    const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
+    struct qparam p[] = {
+        {.key = "limit", .is_int = true, .min = 1, .max = REPORTS_MAX},
+        {.key = "after", .is_int = true, .min = 0, .max = LONG_MAX},
+        {.key = "container_id"},
+        {.key = "state"},
+    };
+    struct store_query q = {.max = REPORTS_DEFAULT,
+                            .state = -1,
+                            .with_body = true,
+                            .newest_first = true};
     struct store_reports list = {0};
-    long limit = REPORTS_DEFAULT;
+    struct evkeyvalq kv;
+    char err[256];
     yajl_gen g;
     size_t i;
 
-    if (q != NULL && *q != '\0') {
-        char *end;
-
-        if (strncmp(q, "limit=", 6) != 0 || q[6] == '\0') {
-            send_error(req, 400, "Bad Request", "only ?limit=N is known");
-            return;
+    if (parse_query(req, &kv, p, 4, err, sizeof(err)) != 0)
+        goto bad;
+    if (p[0].set)
+        q.max = (size_t)p[0].ival;
+    if (p[1].set) {
+        q.after = p[1].ival;
+        q.newest_first = false;
+    }
+    if (p[2].set) {
+        if (!docker_valid_id(p[2].sval)) {
+            snprintf(err, sizeof(err),
+                     "container_id must be a full container id");
+            goto bad;
         }
-        limit = strtol(q + 6, &end, 10);
-        if (*end != '\0' || limit < 1 || limit > REPORTS_MAX) {
-            send_error(req, 400, "Bad Request",
-                       "limit must be an integer in 1..1000");
-            return;
-        }
+        q.container_id = p[2].sval;
+    }
+    if (p[3].set && parse_state(p[3].sval, &q.state) != 0) {
+        snprintf(err, sizeof(err), "state must be pending, delivered or dead");
+        goto bad;
     }
     if (s->store == NULL) {
         send_error(req, 503, "Service Unavailable", "no durable state");
-        return;
+        goto out;
     }
-    if (store_recent(s->store, (size_t)limit, true, &list) < 0) {
+    if (store_after(s->store, &q, &list) < 0) {
         send_error(req, 500, "Internal Server Error", store_errmsg(s->store));
-        return;
+        goto out;
     }
     g = yajl_gen_alloc(NULL);
     if (g == NULL) {
-        store_reports_free(&list);
         evhttp_send_error(req, 500, NULL);
-        return;
+        goto out;
     }
     yajl_gen_map_open(g);
     jw_str(g, "reports");
     yajl_gen_array_open(g);
-    for (i = 0; i < list.n; i++) {
-        const struct store_report *r = &list.v[i];
-        struct json_node *body = NULL;
-
-        if (r->body != NULL)
-            body = json_parse(r->body, r->body_len, &lim, 0, NULL, 0, NULL);
-        yajl_gen_map_open(g);
-        jw_str(g, "report_id");
-        jw_str(g, r->report_id);
-        jw_str(g, "delivery");
-        jw_str(g, store_state_name(r->state));
-        jw_str(g, "attempts");
-        yajl_gen_integer(g, r->attempts);
-        jw_str(g, "last_error");
-        jw_str(g, r->last_error);
-        jw_str(g, "dead_reason");
-        jw_str(g, store_dead_reason_name(r->dead_reason));
-        jw_str(g, "report");
-        if (body != NULL)
-            gen_node(g, body);
-        else
-            yajl_gen_null(g);
-        yajl_gen_map_close(g);
-        json_free(body);
-    }
+    for (i = 0; i < list.n; i++)
+        gen_entry(g, &list.v[i]);
     yajl_gen_array_close(g);
     yajl_gen_map_close(g);
     send_json(req, 200, "OK", g);
     yajl_gen_free(g);
+    goto out;
+bad:
+    send_error(req, 400, "Bad Request", err);
+out:
     store_reports_free(&list);
+    evhttp_clear_headers(&kv);
+}
+
+/* Whether the client of a held request closed its end: evhttp reads
+ * nothing while a request is unanswered, so the socket itself is asked
+ * (without taking anything a pipelined next request may have sent). */
+static bool
+client_gone(const struct conn *c)
+{
+    char b;
+    ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+
+    if (n == 0)
+        return true;
+    return n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR;
+}
+
+static void
+held_free(struct held *h)
+{
+    struct status *s = h->s;
+
+    if (h->prev != NULL)
+        h->prev->next = h->next;
+    else
+        s->held = h->next;
+    if (h->next != NULL)
+        h->next->prev = h->prev;
+    s->nheld--;
+    if (h->kind == H_STREAM)
+        s->nstreams--;
+    feed_sub_free(h->sub);
+    if (h->tick != NULL)
+        event_free(h->tick);
+    if (h->c != NULL)
+        h->c->held = NULL;
+    free(h);
+}
+
+/* The hold ends and its request is answered now: it has the answer
+ * deadline like any other. Returns the request to answer. */
+static struct evhttp_request *
+held_end(struct held *h)
+{
+    struct evhttp_request *req = h->req;
+    struct conn *c = h->c;
+
+    held_free(h);
+    begin_phase(c, PH_ANSWER);
+    return req;
+}
+
+static void on_held_tick(evutil_socket_t fd, short what, void *arg);
+static void on_held_feed(struct feed_sub *sub, void *arg);
+
+/*
+ * Holds `req` on connection `c` (NULL: an untracked connection, which
+ * cannot be held). Returns NULL, having answered 503, when the bound is
+ * reached or memory is short.
+ */
+static struct held *
+held_new(struct status *s, struct conn *c, struct evhttp_request *req,
+         enum held_kind kind, uint64_t wait_ms, const char *feed_id)
+{
+    struct held *h = NULL;
+    uint64_t now = loop_now_ms();
+
+    if (c == NULL || s->nheld >= HELD_MAX ||
+        (kind == H_STREAM && s->nstreams >= STREAMS_MAX))
+        goto busy;
+    h = calloc(1, sizeof(*h));
+    if (h == NULL)
+        goto busy;
+    h->s = s;
+    h->c = c;
+    h->req = req;
+    h->kind = kind;
+    h->until_ms = now + wait_ms;
+    h->tick =
+        evtimer_new(evhttp_connection_get_base(c->evcon), on_held_tick, h);
+    if (h->tick == NULL)
+        goto busy;
+    if (kind != H_DRAIN) {
+        h->sub = s->feed != NULL
+                     ? feed_sub_new(s->feed, feed_id, on_held_feed, h)
+                     : NULL;
+        if (h->sub == NULL)
+            goto busy;
+    }
+    if (feed_id != NULL)
+        snprintf(h->id, sizeof(h->id), "%s", feed_id);
+    h->next = s->held;
+    if (s->held != NULL)
+        s->held->prev = h;
+    s->held = h;
+    s->nheld++;
+    if (kind == H_STREAM)
+        s->nstreams++;
+    c->held = h;
+    c->phase = PH_HELD;
+    evtimer_del(c->deadline);
+    loop_timer_ms(h->tick, kind == H_DRAIN ? DRAIN_TICK_MS : HELD_TICK_MS);
+    return h;
+busy:
+    if (h != NULL) {
+        feed_sub_free(h->sub);
+        if (h->tick != NULL)
+            event_free(h->tick);
+        free(h);
+    }
+    s->held_rejected++;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Retry-After",
+                      "1");
+    send_error(req, 503, "Service Unavailable",
+               kind == H_STREAM ? "too many report streams open"
+                                : "too many requests waiting");
+    return NULL;
+}
+
+/* A report, as stored, with its place in the cursor in a header. */
+static void
+send_report(struct evhttp_request *req, const struct store_report *r)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    struct evbuffer *b = evbuffer_new();
+    char seq[32];
+
+    if (b == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    snprintf(seq, sizeof(seq), "%lld", (long long)r->seq);
+    evhttp_add_header(h, "Content-Type", "application/json");
+    evhttp_add_header(h, "Reapd-Report-Seq", seq);
+    evhttp_add_header(h, "Reapd-Delivery", store_state_name(r->state));
+    evbuffer_add(b, r->body, r->body_len);
+    evbuffer_add(b, "\n", 1);
+    reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+/* 202 with the state of a container tracked but not reported yet; 404
+ * when reapd knows nothing of it. */
+static void
+send_unreported(struct status *s, struct evhttp_request *req, const char *id)
+{
+    struct reaper_view v;
+    yajl_gen g;
+
+    if (!reaper_lookup(s->reaper, id, &v)) {
+        send_error(req, 404, "Not Found",
+                   "container neither tracked nor reported");
+        return;
+    }
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    yajl_gen_map_open(g);
+    jw_str(g, "container_id");
+    jw_str(g, id);
+    jw_str(g, "state");
+    jw_str(g, lc_state_name(v.state));
+    yajl_gen_map_close(g);
+    send_json(req, 202, "Accepted", g);
+    yajl_gen_free(g);
+}
+
+/*
+ * A wait's check: answers (ending the hold, if any) when the report is
+ * there, when the store fails, when the container is no longer tracked,
+ * or when `final`; else returns false and the wait goes on.
+ */
+static bool
+wait_check(struct status *s, struct held *h, struct evhttp_request *req,
+           const char *id, bool final)
+{
+    struct store_report r;
+    struct reaper_view v;
+    int rc = store_latest_report_body(s->store, id, &r);
+
+    if (rc == STORE_NOT_FOUND && !final && reaper_lookup(s->reaper, id, &v))
+        return false;
+    if (h != NULL)
+        req = held_end(h);
+    if (rc == STORE_OK)
+        send_report(req, &r);
+    else if (rc == STORE_NOT_FOUND)
+        send_unreported(s, req, id);
+    else
+        send_error(req, 500, "Internal Server Error", store_errmsg(s->store));
+    store_report_clear(&r);
+    return true;
+}
+
+/* GET /v1/containers/{id}/report[?wait=S] */
+static void
+serve_container_report(struct status *s, struct conn *c,
+                       struct evhttp_request *req, const char *id)
+{
+    struct qparam p[] = {
+        {.key = "wait", .is_int = true, .min = 1, .max = WAIT_MAX_S},
+    };
+    struct evkeyvalq kv;
+    char err[256];
+
+    if (parse_query(req, &kv, p, 1, err, sizeof(err)) != 0) {
+        send_error(req, 400, "Bad Request", err);
+        goto out;
+    }
+    if (s->store == NULL) {
+        send_error(req, 503, "Service Unavailable", "no durable state");
+        goto out;
+    }
+    if (wait_check(s, NULL, req, id, !p[0].set))
+        goto out;
+    held_new(s, c, req, H_WAIT, (uint64_t)p[0].ival * 1000, id);
+out:
+    evhttp_clear_headers(&kv);
+}
+
+static void stream_pump(struct held *h);
+
+static void
+stream_written(struct evhttp_connection *evcon, void *arg)
+{
+    struct held *h = arg;
+
+    (void)evcon;
+    h->writing = false;
+    stream_pump(h);
+}
+
+/* Sends what the stream's client has not seen yet, a chunk at a time: the
+ * next one only once the last is out, so a client that reads slowly
+ * holds one chunk of reapd's memory, and one that stops reading is cut
+ * (on_held_tick). */
+static void
+stream_pump(struct held *h)
+{
+    struct store_query q = {.after = h->last_seq,
+                            .max = STREAM_PAGE,
+                            .state = -1,
+                            .with_body = true};
+    struct store_reports list = {0};
+    struct evbuffer *b = NULL;
+    yajl_gen g = NULL;
+    size_t i;
+
+    if (h->writing)
+        return;
+    if (store_after(h->s->store, &q, &list) < 0) {
+        log_error(NULL, "status: report stream: %s",
+                  store_errmsg(h->s->store));
+        goto cut;
+    }
+    if (list.n == 0)
+        goto out;
+    b = evbuffer_new();
+    if (b == NULL)
+        goto cut;
+    for (i = 0; i < list.n && evbuffer_get_length(b) < STREAM_CHUNK_BYTES;
+         i++) {
+        const unsigned char *out;
+        size_t len;
+
+        g = yajl_gen_alloc(NULL);
+        if (g == NULL)
+            goto cut;
+        gen_entry(g, &list.v[i]);
+        yajl_gen_get_buf(g, &out, &len);
+        if (evbuffer_add(b, out, len) != 0 || evbuffer_add(b, "\n", 1) != 0)
+            goto cut;
+        yajl_gen_free(g);
+        g = NULL;
+        h->last_seq = list.v[i].seq;
+    }
+    h->writing = true;
+    h->writing_since = loop_now_ms();
+    evhttp_send_reply_chunk_with_cb(h->req, b, stream_written, h);
+    goto out;
+cut:
+    if (g != NULL)
+        yajl_gen_free(g);
+    /* From the loop, not from inside evhttp's write callback. */
+    if (h->tick != NULL)
+        event_active(h->tick, EV_TIMEOUT, 0);
+    h->writing = true;
+    h->writing_since = 0; /* the tick cuts it */
+out:
+    if (b != NULL)
+        evbuffer_free(b);
+    store_reports_free(&list);
+}
+
+/* GET /v1/reports/stream[?after=SEQ] */
+static void
+serve_stream(struct status *s, struct conn *c, struct evhttp_request *req)
+{
+    struct qparam p[] = {
+        {.key = "after", .is_int = true, .min = 0, .max = LONG_MAX},
+    };
+    struct evkeyvalq kv;
+    struct held *h;
+    char err[256];
+    int64_t last = 0;
+
+    if (parse_query(req, &kv, p, 1, err, sizeof(err)) != 0) {
+        send_error(req, 400, "Bad Request", err);
+        goto out;
+    }
+    if (s->store == NULL || s->feed == NULL) {
+        send_error(req, 503, "Service Unavailable", "no durable state");
+        goto out;
+    }
+    if (evhttp_request_get_command(req) == EVHTTP_REQ_HEAD) {
+        send_error(req, 405, "Method Not Allowed", "GET the stream");
+        goto out;
+    }
+    if (!p[0].set && store_last_seq(s->store, &last) < 0) {
+        send_error(req, 500, "Internal Server Error", store_errmsg(s->store));
+        goto out;
+    }
+    h = held_new(s, c, req, H_STREAM, 0, NULL);
+    if (h == NULL)
+        goto out;
+    h->last_seq = p[0].set ? p[0].ival : last;
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "application/x-ndjson");
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Cache-Control",
+                      "no-store");
+    evhttp_send_reply_start(req, 200, "OK");
+    stream_pump(h);
+out:
+    evhttp_clear_headers(&kv);
+}
+
+static void
+on_held_feed(struct feed_sub *sub, void *arg)
+{
+    struct held *h = arg;
+
+    (void)sub;
+    if (h->kind == H_STREAM)
+        stream_pump(h);
+    else
+        wait_check(h->s, h, NULL, h->id, false);
+}
+
+/* ---- admin: drain and requeue ----------------------------------------- */
+
+struct drain {
+    uint64_t cleaning; /* between an exit and its report */
+    uint64_t pending;  /* reports not yet delivered upstream */
+};
+
+static bool
+drain_counts(struct status *s, struct drain *d, char *err, size_t errlen)
+{
+    static const enum lc_state busy[] = {
+        LC_SETTLING,   LC_DELAYING,        LC_QUEUED,       LC_REMOVING,
+        LC_CONFIRMING, LC_TASK_CONFIRMING, LC_TASK_REAPING,
+    };
+    struct reaper_stats st;
+    struct store_counts sc = {0};
+    size_t i;
+
+    reaper_stats(s->reaper, &st);
+    d->cleaning = st.reports_unsaved;
+    for (i = 0; i < sizeof(busy) / sizeof(busy[0]); i++)
+        d->cleaning += st.by_state[busy[i]];
+    if (s->store != NULL && store_counts(s->store, &sc) < 0) {
+        snprintf(err, errlen, "%s", store_errmsg(s->store));
+        return false;
+    }
+    d->pending = sc.pending;
+    return true;
+}
+
+/* Answers a drain: 200 once drained, 202 with the counts when `final`;
+ * false (nothing sent) to wait on. */
+static bool
+drain_check(struct status *s, struct held *h, struct evhttp_request *req,
+            bool final)
+{
+    struct drain d;
+    char err[256];
+    yajl_gen g;
+    bool drained, ok = drain_counts(s, &d, err, sizeof(err));
+
+    drained = ok && d.cleaning == 0 && d.pending == 0;
+    if (ok && !drained && !final)
+        return false;
+    if (h != NULL)
+        req = held_end(h);
+    if (!ok) {
+        send_error(req, 500, "Internal Server Error", err);
+        return true;
+    }
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return true;
+    }
+    yajl_gen_map_open(g);
+    jw_str(g, "drained");
+    yajl_gen_bool(g, drained);
+    jw_str(g, "cleaning");
+    yajl_gen_integer(g, (long long)d.cleaning);
+    jw_str(g, "pending");
+    yajl_gen_integer(g, (long long)d.pending);
+    yajl_gen_map_close(g);
+    send_json(req, drained ? 200 : 202, drained ? "OK" : "Accepted", g);
+    yajl_gen_free(g);
+    return true;
+}
+
+/* POST /v1/drain[?wait=S] */
+static void
+serve_drain(struct status *s, struct conn *c, struct evhttp_request *req)
+{
+    struct qparam p[] = {
+        {.key = "wait", .is_int = true, .min = 1, .max = WAIT_MAX_S},
+    };
+    struct evkeyvalq kv;
+    char err[256];
+
+    if (parse_query(req, &kv, p, 1, err, sizeof(err)) != 0)
+        send_error(req, 400, "Bad Request", err);
+    else if (!drain_check(s, NULL, req, !p[0].set))
+        held_new(s, c, req, H_DRAIN, (uint64_t)p[0].ival * 1000, NULL);
+    evhttp_clear_headers(&kv);
+}
+
+static void
+on_held_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct held *h = arg;
+    struct status *s = h->s;
+    uint64_t now = loop_now_ms(), tick = HELD_TICK_MS;
+    bool final = now >= h->until_ms;
+    char who[128];
+
+    (void)fd;
+    (void)what;
+    if (client_gone(h->c)) {
+        conn_close(h->c); /* frees h */
+        return;
+    }
+    switch (h->kind) {
+    case H_WAIT:
+        if (wait_check(s, h, NULL, h->id, final))
+            return;
+        break;
+    case H_DRAIN:
+        if (drain_check(s, h, NULL, final))
+            return;
+        tick = DRAIN_TICK_MS;
+        break;
+    case H_STREAM:
+        if (h->writing && (h->writing_since == 0 ||
+                           now - h->writing_since >= s->deadline_ms)) {
+            s->streams_cut++;
+            ratelog(&s->log_cut, LOG_LEVEL_INFO,
+                    "status: cut the report stream to %s: %s",
+                    peer(h->c, who, sizeof(who)),
+                    h->writing_since == 0 ? "reapd could not read its reports"
+                                          : "it does not read what is sent");
+            conn_close(h->c); /* frees h */
+            return;
+        }
+        loop_timer_ms(h->tick, HELD_TICK_MS);
+        return;
+    }
+    if (h->until_ms - now < tick)
+        tick = h->until_ms - now;
+    loop_timer_ms(h->tick, tick);
+}
+
+/* Logs an operator's write, for the record of who changed what. */
+static void admin_log(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+static void
+admin_log(const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    log_info(NULL, "admin: %s", msg);
+}
+
+/* POST /v1/reports/{report_id}/requeue and /v1/reports/requeue?state=dead */
+static void
+serve_requeue(struct status *s, struct evhttp_request *req,
+              const char *report_id)
+{
+    struct qparam p[] = {{.key = "state"}};
+    struct evkeyvalq kv;
+    uint64_t n = 0;
+    char err[256];
+    yajl_gen g = NULL;
+    int rc;
+
+    if (parse_query(req, &kv, p, 1, err, sizeof(err)) != 0)
+        goto bad;
+    if (report_id == NULL && (!p[0].set || strcmp(p[0].sval, "dead") != 0)) {
+        snprintf(err, sizeof(err), "state=dead is required");
+        goto bad;
+    }
+    if (report_id != NULL && p[0].set) {
+        snprintf(err, sizeof(err), "no query parameters here");
+        goto bad;
+    }
+    if (s->store == NULL) {
+        send_error(req, 503, "Service Unavailable", "no durable state");
+        goto out;
+    }
+    if (report_id != NULL) {
+        rc = store_requeue(s->store, report_id, report_now_ms());
+        n = rc == STORE_OK;
+    } else {
+        rc = store_requeue_dead(s->store, report_now_ms(), &n);
+    }
+    if (rc == STORE_NOT_FOUND) {
+        send_error(req, 404, "Not Found", "no such report (or pruned)");
+        goto out;
+    }
+    if (rc == STORE_CONFLICT) {
+        send_error(req, 409, "Conflict", "the report is delivered already");
+        goto out;
+    }
+    if (rc < 0) {
+        send_error(req, 500, "Internal Server Error", store_errmsg(s->store));
+        goto out;
+    }
+    if (report_id != NULL)
+        admin_log("report %s requeued", report_id);
+    else
+        admin_log("%llu dead letters requeued", (unsigned long long)n);
+    outbox_kick(s->outbox);
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        goto out;
+    }
+    yajl_gen_map_open(g);
+    jw_str(g, "requeued");
+    yajl_gen_integer(g, (long long)n);
+    if (report_id != NULL) {
+        jw_str(g, "report_id");
+        jw_str(g, report_id);
+    }
+    yajl_gen_map_close(g);
+    send_json(req, 200, "OK", g);
+    yajl_gen_free(g);
+    goto out;
+bad:
+    send_error(req, 400, "Bad Request", err);
+out:
+    evhttp_clear_headers(&kv);
+}
+
+/* GET /v1/status: one look at the node for an operator or a probe. */
+static void
+serve_status(struct status *s, struct evhttp_request *req)
+{
+    const char *why = NULL;
+    bool ready = reaper_ready(s->reaper, &why);
+    struct store_counts sc = {0};
+    struct reaper_stats st;
+    struct drain d = {0};
+    int64_t last = 0;
+    char err[256];
+    yajl_gen g;
+    int i;
+
+    reaper_stats(s->reaper, &st);
+    if (s->store != NULL && (store_counts(s->store, &sc) < 0 ||
+                             store_last_seq(s->store, &last) < 0)) {
+        send_error(req, 500, "Internal Server Error", store_errmsg(s->store));
+        return;
+    }
+    if (!drain_counts(s, &d, err, sizeof(err))) {
+        send_error(req, 500, "Internal Server Error", err);
+        return;
+    }
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return;
+    }
+    yajl_gen_map_open(g);
+    jw_str(g, "ready");
+    yajl_gen_bool(g, ready);
+    if (!ready) {
+        jw_str(g, "reason");
+        jw_str(g, why);
+    }
+    jw_str(g, "version");
+    jw_str(g, REAPD_VERSION);
+    jw_str(g, "revision");
+    jw_str(g, REAPD_REVISION);
+    jw_str(g, "node");
+    jw_str(g, s->cfg != NULL ? s->cfg->node : NULL);
+    jw_str(g, "docker_connected");
+    yajl_gen_bool(g, st.docker_connected);
+    jw_str(g, "containerd");
+    yajl_gen_bool(g, st.containerd);
+    jw_str(g, "containerd_connected");
+    yajl_gen_bool(g, st.containerd_connected);
+    jw_str(g, "containers");
+    yajl_gen_map_open(g);
+    jw_str(g, "total");
+    yajl_gen_integer(g, (long long)st.tracked);
+    jw_str(g, "cleaning");
+    yajl_gen_integer(g, (long long)d.cleaning);
+    for (i = 0; i < LC_NSTATES; i++) {
+        jw_str(g, lc_state_name((enum lc_state)i));
+        yajl_gen_integer(g, (long long)st.by_state[i]);
+    }
+    yajl_gen_map_close(g);
+    jw_str(g, "leaked_tasks");
+    yajl_gen_integer(g, (long long)st.leaked_tasks);
+    jw_str(g, "outbox");
+    yajl_gen_map_open(g);
+    jw_str(g, "pending");
+    yajl_gen_integer(g, (long long)sc.pending);
+    jw_str(g, "delivered");
+    yajl_gen_integer(g, (long long)sc.delivered);
+    jw_str(g, "dead");
+    yajl_gen_integer(g, (long long)sc.dead);
+    jw_str(g, "unstored");
+    yajl_gen_integer(g, (long long)st.reports_unsaved);
+    yajl_gen_map_close(g);
+    jw_str(g, "last_seq");
+    yajl_gen_integer(g, (long long)last);
+    yajl_gen_map_close(g);
+    send_json(req, 200, "OK", g);
+    yajl_gen_free(g);
 }
 
 static void
@@ -1372,6 +2184,52 @@ take_request(struct status *s, struct conn *c, struct evhttp_request *req)
     return c->refused;
 }
 
+/* "/v1/containers/{id}/report": the id into `id`. */
+static bool
+report_route(const char *path, char *id, size_t size)
+{
+    static const char pre[] = "/v1/containers/", suf[] = "/report";
+    size_t n = strlen(path), idlen;
+
+    if (n <= sizeof(pre) - 1 + sizeof(suf) - 1 ||
+        strncmp(path, pre, sizeof(pre) - 1) != 0 ||
+        strcmp(path + n - (sizeof(suf) - 1), suf) != 0)
+        return false;
+    idlen = n - (sizeof(pre) - 1) - (sizeof(suf) - 1);
+    if (idlen >= size)
+        return false;
+    memcpy(id, path + sizeof(pre) - 1, idlen);
+    id[idlen] = '\0';
+    return docker_valid_id(id);
+}
+
+/* The admin socket's write routes: "/v1/drain", "/v1/reports/requeue",
+ * "/v1/reports/{report_id}/requeue" (the id into `rid`). */
+static bool
+write_route(const char *path, char *rid, size_t size)
+{
+    static const char pre[] = "/v1/reports/", suf[] = "/requeue";
+    size_t n = strlen(path), idlen, i;
+
+    rid[0] = '\0';
+    if (strcmp(path, "/v1/drain") == 0 ||
+        strcmp(path, "/v1/reports/requeue") == 0)
+        return true;
+    if (n <= sizeof(pre) - 1 + sizeof(suf) - 1 ||
+        strncmp(path, pre, sizeof(pre) - 1) != 0 ||
+        strcmp(path + n - (sizeof(suf) - 1), suf) != 0)
+        return false;
+    idlen = n - (sizeof(pre) - 1) - (sizeof(suf) - 1);
+    if (idlen > STORE_REPORT_ID_MAX || idlen >= size)
+        return false;
+    memcpy(rid, path + sizeof(pre) - 1, idlen);
+    rid[idlen] = '\0';
+    for (i = 0; i < idlen; i++)
+        if (rid[i] <= ' ' || rid[i] > '~' || rid[i] == '/')
+            return false;
+    return true;
+}
+
 static void
 on_request(struct evhttp_request *req, void *arg)
 {
@@ -1381,7 +2239,7 @@ on_request(struct evhttp_request *req, void *arg)
     const char *path = uri != NULL ? evhttp_uri_get_path(uri) : NULL;
     struct conn *c = find_conn(s, req);
     bool refused = c != NULL && take_request(s, c, req);
-    char who[128];
+    char who[128], rid[STORE_ID_MAX + 1];
     /* Probes stay open: a kubelet or systemd has no token to send, and
      * has to hear from the loop whatever other clients do. */
     bool open = path != NULL &&
@@ -1421,6 +2279,25 @@ on_request(struct evhttp_request *req, void *arg)
                    "a valid bearer token is required");
         return;
     }
+    if (write_route(path, rid, sizeof(rid))) {
+        if (!s->admin || m != EVHTTP_REQ_POST) {
+            evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
+                              s->admin ? "POST" : "");
+            send_error(req, 405, "Method Not Allowed",
+                       s->admin ? "POST only"
+                                : "the status listener is read-only: "
+                                  "writes go to the admin socket "
+                                  "(admin.socket)");
+            return;
+        }
+        if (strcmp(path, "/v1/drain") == 0)
+            serve_drain(s, c, req);
+        else if (strcmp(path, "/v1/reports/requeue") == 0)
+            serve_requeue(s, req, NULL);
+        else
+            serve_requeue(s, req, rid);
+        return;
+    }
     if (m != EVHTTP_REQ_GET && m != EVHTTP_REQ_HEAD) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Allow",
                           "GET, HEAD");
@@ -1446,6 +2323,10 @@ on_request(struct evhttp_request *req, void *arg)
         serve_metrics(s, req);
     } else if (strcmp(path, "/v1/reports") == 0) {
         serve_reports(s, req);
+    } else if (strcmp(path, "/v1/reports/stream") == 0) {
+        serve_stream(s, c, req);
+    } else if (strcmp(path, "/v1/status") == 0) {
+        serve_status(s, req);
     } else if (strcmp(path, "/v1/leaks") == 0) {
         serve_leaks(s, req);
     } else if (strcmp(path, "/v1/config") == 0) {
@@ -1457,9 +2338,26 @@ on_request(struct evhttp_request *req, void *arg)
     } else if (strncmp(path, "/v1/containers/", 15) == 0 &&
                docker_valid_id(path + 15)) {
         serve_containers(s, req, path + 15);
+    } else if (report_route(path, rid, sizeof(rid))) {
+        serve_container_report(s, c, req, rid);
     } else {
         send_error(req, 404, "Not Found", "no such endpoint");
     }
+}
+
+/* Whether something answers on the unix socket at `path`: another
+ * reapd, whose socket must not be taken from it. */
+static bool
+socket_live(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool live;
+
+    if (fd < 0)
+        return false;
+    live = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0;
+    close(fd);
+    return live;
 }
 
 static int
@@ -1468,6 +2366,7 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
     struct sockaddr_un sa;
     struct evconnlistener *lev;
     struct stat st;
+    mode_t old;
 
     if (path[0] != '/' || strlen(path) >= sizeof(sa.sun_path)) {
         log_error(NULL,
@@ -1476,21 +2375,52 @@ bind_unix(struct status *s, struct event_base *base, const char *path)
                   sizeof(sa.sun_path), path);
         return -1;
     }
+    memset(&sa, 0, sizeof(sa));
+    sa.sun_family = AF_UNIX;
+    strcpy(sa.sun_path, path);
     /* Only a stale socket of an earlier run may be replaced; anything
-     * else at that path (a typo pointing at a file) is left alone. */
+     * else at that path (a typo pointing at a file), or a socket another
+     * process still serves, is left alone. */
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             log_error(NULL, "status: %s exists and is not a socket", path);
             return -1;
         }
+        if (socket_live(&sa)) {
+            log_error(NULL,
+                      "status: %s is in use by another process (another "
+                      "reapd?)",
+                      path);
+            return -1;
+        }
         unlink(path);
     }
-    memset(&sa, 0, sizeof(sa));
-    sa.sun_family = AF_UNIX;
-    strcpy(sa.sun_path, path);
+    if (s->admin) {
+        /* Its parent, one level (/run/reapd): a tmpfs is empty at boot. */
+        char dir[sizeof(sa.sun_path)];
+        char *slash;
+
+        snprintf(dir, sizeof(dir), "%s", path);
+        slash = strrchr(dir, '/');
+        if (slash != NULL && slash != dir) {
+            *slash = '\0';
+            if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+                log_error(NULL, "admin: cannot create %s: %s", dir,
+                          strerror(errno));
+                return -1;
+            }
+        }
+    }
+    /* The admin socket is root's alone from its first instant: its mode
+     * comes from the umask at bind(), never a chmod after. */
+    old = umask(s->admin ? 0177 : 0);
+    if (!s->admin)
+        umask(old);
     lev = evconnlistener_new_bind(
         base, NULL, NULL, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_CLOSE_ON_EXEC,
         LISTEN_BACKLOG, (struct sockaddr *)&sa, sizeof(sa));
+    if (s->admin)
+        umask(old);
     if (lev == NULL) {
         log_error(NULL, "status: cannot listen on %s: %s", path,
                   strerror(errno));
@@ -1541,14 +2471,16 @@ bind_tcp(struct status *s, const char *listen)
     return 0;
 }
 
-struct status *
-status_new(struct loop *l, const char *listen, struct reaper *reaper)
+static struct status *
+status_make(struct loop *l, const char *listen, struct reaper *reaper,
+            bool admin)
 {
     struct status *s = calloc(1, sizeof(*s));
     int rc;
 
     if (s == NULL)
         return NULL;
+    s->admin = admin;
     s->reaper = reaper;
     s->start_time = process_start_time();
     s->max_connections = DEFAULT_MAX_CONNECTIONS;
@@ -1557,7 +2489,7 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
     s->next_status = all_status;
     all_status = s;
     if (strcmp(listen, "off") == 0) {
-        log_info(NULL, "status endpoint: off");
+        log_info(NULL, "%s: off", admin ? "admin socket" : "status endpoint");
         return s;
     }
     s->resolve_ev = event_new(loop_base(l), -1, 0, resolve, s);
@@ -1584,11 +2516,41 @@ status_new(struct loop *l, const char *listen, struct reaper *reaper)
         goto fail;
     }
     evconnlistener_set_error_cb(s->lev, on_accept_error);
-    log_info(NULL, "status endpoint on %s", listen);
+    log_info(NULL, "%s on %s", admin ? "admin socket" : "status endpoint",
+             listen);
     return s;
 fail:
     status_free(s);
     return NULL;
+}
+
+struct status *
+status_new(struct loop *l, const char *listen, struct reaper *reaper)
+{
+    return status_make(l, listen, reaper, false);
+}
+
+struct status *
+status_new_admin(struct loop *l, const char *path, struct reaper *reaper)
+{
+    char listen[sizeof(((struct sockaddr_un *)0)->sun_path) + 8];
+
+    if (strcmp(path, "off") == 0)
+        return status_make(l, "off", reaper, true);
+    snprintf(listen, sizeof(listen), "unix:%s", path);
+    return status_make(l, listen, reaper, true);
+}
+
+void
+status_set_feed(struct status *s, struct feed *f)
+{
+    s->feed = f;
+}
+
+void
+status_set_outbox(struct status *s, struct outbox *ob)
+{
+    s->outbox = ob;
 }
 
 void

@@ -1,7 +1,15 @@
 /*
  * status — the read-only HTTP status endpoint, served by libevent's evhttp
  * on the main loop: /livez, /readyz, /metrics, /v1/containers[/{id}],
- * /v1/reports, /v1/leaks, /v1/config.
+ * /v1/reports (a cursor with ?after=SEQ), /v1/reports/stream (NDJSON),
+ * /v1/containers/{id}/report[?wait=S], /v1/status, /v1/leaks, /v1/config.
+ *
+ * Waits, drains and streams are held on the loop (timers and the feed,
+ * never a blocking wait): at most 512 at once per listener, 16 of them
+ * streams; beyond, 503 with Retry-After. A held request's client is
+ * checked each second and its hold dropped when it has gone; a stream
+ * gets its next chunk only once the last is out, and is cut when one
+ * is not taken within the deadline.
  *
  * Every request is bounded (header and body size) and answered from
  * memory without blocking; unknown paths get a JSON 404 and methods other
@@ -40,6 +48,29 @@ struct status;
 struct status *status_new(struct loop *l, const char *listen,
                           struct reaper *reaper);
 void status_free(struct status *s);
+
+/*
+ * The admin socket (config admin.socket): a unix socket at `path` (or
+ * "off"), mode 0600 from the moment it exists, its parent directory
+ * made if missing (one level, 0755). It serves everything the status
+ * endpoint does, without a token (the socket's mode is the access
+ * control), and the writes: POST /v1/reports/{report_id}/requeue,
+ * /v1/reports/requeue?state=dead and /v1/drain. A socket some other
+ * process still answers on is not taken over. NULL (logged) when it
+ * cannot listen.
+ */
+struct status *status_new_admin(struct loop *l, const char *path,
+                                struct reaper *reaper);
+
+/* Reports made durable (store_on_report) come through `f` (borrowed):
+ * waits by container and the report stream need it. */
+struct feed;
+void status_set_feed(struct status *s, struct feed *f);
+
+/* Requeued reports are handed to the outbox at once (borrowed; NULL
+ * without an upstream). */
+struct outbox;
+void status_set_outbox(struct status *s, struct outbox *ob);
 
 /* Serves /v1/reports and the outbox metrics from `st` (borrowed). */
 struct store;

@@ -117,6 +117,14 @@ enum stmt_id {
     S_REPORT_LATEST,
     S_DUE,
     S_RECENT,
+    S_AFTER,
+    S_AFTER_DESC,
+    S_LAST_SEQ,
+    S_REQUEUE_STATE,
+    S_REQUEUE,
+    S_REQUEUE_DEAD,
+    S_HEADS_ONE,
+    S_HEADS_ALL,
     S_MARK_DELIVERED,
     S_MARK_DEAD,
     S_MARK_RETRY,
@@ -171,6 +179,38 @@ static const char *const stmt_sql[S_COUNT] = {
               " ORDER BY seq LIMIT ?2",
     [S_RECENT] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
                  " FROM reports ORDER BY seq DESC LIMIT ?1",
+    /* ?3 NULL: any container; ?4 NULL: any state. */
+    [S_AFTER] = "SELECT " REPORT_COLS ", CASE WHEN ?5 THEN body END"
+                " FROM reports WHERE seq > ?1"
+                " AND (?3 IS NULL OR container_id = ?3)"
+                " AND (?4 IS NULL OR state = ?4)"
+                " ORDER BY seq LIMIT ?2",
+    [S_AFTER_DESC] = "SELECT " REPORT_COLS ", CASE WHEN ?5 THEN body END"
+                     " FROM reports WHERE seq > ?1"
+                     " AND (?3 IS NULL OR container_id = ?3)"
+                     " AND (?4 IS NULL OR state = ?4)"
+                     " ORDER BY seq DESC LIMIT ?2",
+    [S_LAST_SEQ] = "SELECT value FROM meta WHERE name = 'report_seq'",
+    [S_REQUEUE_STATE] = "SELECT state, container_id FROM reports"
+                        " WHERE report_id = ?1",
+    [S_REQUEUE] = "UPDATE reports SET state = 'pending', attempts = 0,"
+                  " next_attempt_ms = ?2, last_error = NULL"
+                  " WHERE report_id = ?1 AND state <> 'delivered'",
+    [S_REQUEUE_DEAD] = "UPDATE reports SET state = 'pending', attempts = 0,"
+                       " next_attempt_ms = ?1, last_error = NULL"
+                       " WHERE state = 'dead'",
+    /* A report back to pending may be older than its container's head:
+     * the head is the oldest pending one again (the trigger only moves
+     * it on when a report leaves pending). */
+    [S_HEADS_ONE] = "UPDATE reports SET head = (seq = (SELECT min(seq)"
+                    " FROM reports WHERE container_id = ?1"
+                    " AND state = 'pending'))"
+                    " WHERE container_id = ?1"
+                    " AND (state = 'pending' OR head = 1)",
+    [S_HEADS_ALL] = "UPDATE reports SET head = (seq = (SELECT min(r.seq)"
+                    " FROM reports AS r WHERE r.container_id ="
+                    " reports.container_id AND r.state = 'pending'))"
+                    " WHERE state = 'pending' OR head = 1",
     [S_MARK_DELIVERED] =
         "UPDATE reports SET state = 'delivered', attempts = attempts + 1,"
         " delivered_ms = ?2, last_error = NULL"
@@ -230,6 +270,8 @@ struct store {
     int64_t page_size;
     int64_t default_max_pages;
     uint64_t commits; /* write transactions committed */
+    store_report_cb on_report;
+    void *on_report_arg;
 
     /* Pending changes: open addressing, linear probing, never more than
      * half full; entries only ever leave all at once (pend_clear). */
@@ -253,6 +295,8 @@ store_strerror(int result)
         return "duplicate";
     case STORE_NOT_FOUND:
         return "not found";
+    case STORE_CONFLICT:
+        return "already delivered";
     case STORE_FULL:
         return "disk full";
     case STORE_IOERR:
@@ -685,7 +729,15 @@ migrate(struct store *st)
         if (rc != SQLITE_OK)
             break;
         if (v == STORE_SCHEMA_VERSION) {
-            rc = sqlite3_exec(st->db, "COMMIT", NULL, NULL, NULL);
+            /* Finding reports by container (an executor's wait, a
+             * cursor filtered by container) without a scan. Not a
+             * migration: an index changes nothing an older reapd reads,
+             * so a database that has it opens there all the same. */
+            rc = sqlite3_exec(st->db,
+                              "CREATE INDEX IF NOT EXISTS reports_container"
+                              " ON reports(container_id, seq);"
+                              "COMMIT",
+                              NULL, NULL, NULL);
             break;
         }
         if (v < 0 || v > STORE_SCHEMA_VERSION) {
@@ -1353,6 +1405,8 @@ out:
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
     if (!st->journaled)
         set_full_sync(st, false, what);
+    if (result == STORE_OK && st->on_report != NULL)
+        st->on_report(report_id, container_id, st->on_report_arg);
     return result;
 }
 
@@ -1376,6 +1430,13 @@ void
 store_set_journaled(struct store *st, bool on)
 {
     st->journaled = on;
+}
+
+void
+store_on_report(struct store *st, store_report_cb cb, void *arg)
+{
+    st->on_report = cb;
+    st->on_report_arg = arg;
 }
 
 void
@@ -1590,6 +1651,155 @@ store_latest_report(struct store *st, const char *container_id,
 {
     return one_report(st, S_REPORT_LATEST, container_id, STORE_ID_MAX, false,
                       "latest report", out);
+}
+
+int
+store_latest_report_body(struct store *st, const char *container_id,
+                         struct store_report *out)
+{
+    return one_report(st, S_REPORT_LATEST, container_id, STORE_ID_MAX, true,
+                      "latest report", out);
+}
+
+int
+store_after(struct store *st, const struct store_query *q,
+            struct store_reports *out)
+{
+    static const char what[] = "reports after";
+    sqlite3_stmt *s = st->stmt[q->newest_first ? S_AFTER_DESC : S_AFTER];
+    const char *state = q->state >= 0 ? store_state_name(q->state) : NULL;
+    int result;
+
+    out->v = NULL;
+    out->n = 0;
+    if (q->max > STORE_LIST_MAX || q->after < 0 ||
+        (q->container_id != NULL &&
+         !store_valid_id(q->container_id, STORE_ID_MAX)) ||
+        (q->state >= 0 && state == NULL))
+        return invalid(st, what);
+    result = bind_int(st, s, 1, q->after, what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, (int64_t)q->max, what);
+    if (result == STORE_OK && q->container_id != NULL)
+        result = bind_text(st, s, 3, q->container_id, strlen(q->container_id),
+                           what);
+    if (result == STORE_OK && state != NULL)
+        result = bind_text(st, s, 4, state, strlen(state), what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 5, q->with_body, what);
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    /* Unbound parameters are NULL; done() clears them all after. */
+    return list_reports(st, s, out, what);
+}
+
+int
+store_last_seq(struct store *st, int64_t *seq)
+{
+    static const char what[] = "last seq";
+    sqlite3_stmt *s = st->stmt[S_LAST_SEQ];
+    int rc = sqlite3_step(s), result = STORE_OK;
+
+    if (rc == SQLITE_ROW)
+        *seq = sqlite3_column_int64(s, 0);
+    else if (rc == SQLITE_DONE) {
+        snprintf(st->errmsg, sizeof(st->errmsg),
+                 "%s: the report sequence is missing", what);
+        result = STORE_CORRUPT;
+    } else
+        result = store_fail(st, rc, what);
+    done(s);
+    return result;
+}
+
+int
+store_requeue(struct store *st, const char *report_id, int64_t now_ms)
+{
+    static const char what[] = "requeue";
+    sqlite3_stmt *s = st->stmt[S_REQUEUE_STATE];
+    char cid[STORE_ID_MAX + 1];
+    enum store_state state;
+    int result, rc;
+
+    if (!store_valid_id(report_id, STORE_REPORT_ID_MAX))
+        return invalid(st, what);
+    result = begin(st, what);
+    if (result != STORE_OK)
+        goto out;
+    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    if (result != STORE_OK) {
+        done(s);
+        goto out;
+    }
+    rc = sqlite3_step(s);
+    if (rc == SQLITE_DONE) {
+        result = STORE_NOT_FOUND;
+    } else if (rc != SQLITE_ROW) {
+        result = store_fail(st, rc, what);
+    } else if (state_parse((const char *)sqlite3_column_text(s, 0), &state) !=
+                   0 ||
+               !column_id(s, 1, cid, sizeof(cid))) {
+        snprintf(st->errmsg, sizeof(st->errmsg), "%s: malformed row", what);
+        result = STORE_CORRUPT;
+    } else if (state == STORE_DELIVERED) {
+        result = STORE_CONFLICT;
+    }
+    done(s);
+    if (result != STORE_OK)
+        goto out;
+    s = st->stmt[S_REQUEUE];
+    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, now_ms, what);
+    if (result == STORE_OK)
+        result = run(st, S_REQUEUE, what);
+    else
+        done(s);
+    if (result != STORE_OK)
+        goto out;
+    s = st->stmt[S_HEADS_ONE];
+    result = bind_text(st, s, 1, cid, strlen(cid), what);
+    if (result == STORE_OK)
+        result = run(st, S_HEADS_ONE, what);
+    else
+        done(s);
+    if (result == STORE_OK)
+        result = commit(st, what);
+out:
+    rollback(st); /* nothing to undo once committed */
+    return result;
+}
+
+int
+store_requeue_dead(struct store *st, int64_t now_ms, uint64_t *nrequeued)
+{
+    static const char what[] = "requeue dead letters";
+    sqlite3_stmt *s = st->stmt[S_REQUEUE_DEAD];
+    uint64_t n = 0;
+    int result;
+
+    result = begin(st, what);
+    if (result != STORE_OK)
+        goto out;
+    result = bind_int(st, s, 1, now_ms, what);
+    if (result == STORE_OK)
+        result = run(st, S_REQUEUE_DEAD, what);
+    else
+        done(s);
+    if (result != STORE_OK)
+        goto out;
+    n = (uint64_t)sqlite3_changes(st->db);
+    if (n > 0)
+        result = run(st, S_HEADS_ALL, what);
+    if (result == STORE_OK)
+        result = commit(st, what);
+out:
+    rollback(st);
+    if (nrequeued != NULL)
+        *nrequeued = result == STORE_OK ? n : 0;
+    return result;
 }
 
 /* An UPDATE of one pending report, bound by the caller: autocommit, one

@@ -54,6 +54,7 @@ enum store_result {
     STORE_OK = 0,
     STORE_DUPLICATE = 1, /* add_report: that report_id is already stored */
     STORE_NOT_FOUND = 2, /* no such row (or, for mark_*, not pending) */
+    STORE_CONFLICT = 3,  /* requeue: the report is delivered already */
     STORE_ERROR = -1,    /* anything else SQLite refused */
     STORE_FULL = -2,     /* disk full, or the size limit reached */
     STORE_IOERR = -3,    /* a read, write or fsync failed */
@@ -189,6 +190,14 @@ int store_add_delivered(struct store *st, const char *report_id,
  * commits skip the fsync. Off by default. */
 void store_set_journaled(struct store *st, bool on);
 
+/* Called after each report becomes durable (store_add_report or
+ * store_add_delivered returned STORE_OK; never for a duplicate), from
+ * inside that call; the strings are valid during the call only. One
+ * callback; NULL removes it. */
+typedef void (*store_report_cb)(const char *report_id,
+                                const char *container_id, void *arg);
+void store_on_report(struct store *st, store_report_cb cb, void *arg);
+
 /* One report as listed. Owns body and last_error (store_report_clear). */
 struct store_report {
     char report_id[STORE_REPORT_ID_MAX + 1];
@@ -255,10 +264,47 @@ int store_get_report(struct store *st, const char *report_id, bool with_body,
 int store_latest_report(struct store *st, const char *container_id,
                         struct store_report *out);
 
+/* As store_latest_report, with the body. */
+int store_latest_report_body(struct store *st, const char *container_id,
+                             struct store_report *out);
+
 /* The `max` (<= STORE_LIST_MAX) most recent reports, newest first, for
  * the status endpoint; bodies only if `with_body`. As store_due. */
 int store_recent(struct store *st, size_t max, bool with_body,
                  struct store_reports *out);
+
+/* A cursor: reports with seq > `after`, oldest first (or newest). */
+struct store_query {
+    int64_t after; /* >= 0 */
+    bool newest_first;
+    size_t max;               /* <= STORE_LIST_MAX */
+    const char *container_id; /* NULL: any */
+    int state;                /* an enum store_state, or -1: any */
+    bool with_body;
+};
+
+/* The reports `q` asks for (found by seq, or by the container's index
+ * with container_id). As store_due. */
+int store_after(struct store *st, const struct store_query *q,
+                struct store_reports *out);
+
+/* The seq of the last report made (0: none yet); pruning never lowers
+ * it. */
+int store_last_seq(struct store *st, int64_t *seq);
+
+/*
+ * An operator's requeue: the dead or pending report `report_id` is
+ * pending again, with its attempts at 0, due at `now_ms`, without its
+ * last error or dead reason; its container's oldest pending report is
+ * the one delivered first again. One transaction. STORE_NOT_FOUND (no
+ * such report, or pruned), STORE_CONFLICT (delivered already: nothing
+ * to do; upstream has it).
+ */
+int store_requeue(struct store *st, const char *report_id, int64_t now_ms);
+
+/* Every dead letter back to pending, as store_requeue, in one
+ * transaction; how many in *nrequeued (may be NULL). */
+int store_requeue_dead(struct store *st, int64_t now_ms, uint64_t *nrequeued);
 
 struct store_counts {
     uint64_t pending;

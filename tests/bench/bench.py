@@ -239,6 +239,7 @@ class Reapd:
             "docker": {"socket": docker_sock},
             "containerd": {"socket": "off"},
             "status": {"listen": self.url},
+            "admin": {"socket": os.path.join(workdir, "admin.sock")},
             "delete": {"max_in_flight": 256},
             "log": {"level": "info", "format": "text"},
         }

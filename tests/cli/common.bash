@@ -46,7 +46,8 @@ start_reapd_no_engine() {
 { "state_dir": "$T/state",
   "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
   "containerd": { "socket": "off" },
-  "status": { "listen": "127.0.0.1:$port" } }
+  "status": { "listen": "127.0.0.1:$port" },
+  "admin": { "socket": "$T/admin.sock" } }
 JSON
   "$BIN" -c "$T/reapd.json" 2>"$T/log" &
   pid=$!

@@ -93,7 +93,8 @@ done
 cat >"$T/good.json" <<JSON
 { "state_dir": "$T/state", "docker": { "socket": "$T/no-engine.sock",
   "reconnect_max_ms": 1000 },
-  "status": { "listen": "127.0.0.1:$port" } }
+  "status": { "listen": "127.0.0.1:$port" },
+  "admin": { "socket": "$T/admin.sock" } }
 JSON
 "$BIN" -c "$T/good.json" 2>"$T/log" &
 pid=$!

@@ -548,6 +548,7 @@ reapd_config() {
       docker: {socket: ($d + "/docker.sock")},
       containerd: {socket: "off"},
       status: {listen: ("127.0.0.1:" + ($port | tostring))},
+      admin: {socket: ($d + "/admin.sock")},
       delete: {poll_interval_ms: 200, max_in_flight: 8},
       policies: [
         {name: "managed", match: {labels: {"reapd.managed": "true"}}, action: "remove"}

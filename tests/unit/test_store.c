@@ -1379,6 +1379,240 @@ t_recent(void **state)
     store_reports_free(&l);
 }
 
+/* The cursor: after a seq, oldest first, by container and by state;
+ * the latest report of a container with its body. */
+static void
+t_after(void **state)
+{
+    struct fx *f = *state;
+    struct store_query q = {.after = 0, .max = 100, .state = -1};
+    char ctr[STORE_ID_MAX + 1];
+    struct store_reports l;
+    struct store_report r;
+    unsigned i;
+
+    for (i = 1; i <= 9; i++)
+        assert_int_equal(add(f->st, i, i % 3, i), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, 3, 100), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 6, "no"), STORE_OK);
+
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 9);
+    for (i = 0; i < 9; i++)
+        assert_int_equal(l.v[i].seq, i + 1);
+    assert_null(l.v[0].body);
+    store_reports_free(&l);
+
+    q.after = 4;
+    q.max = 2;
+    q.with_body = true;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.v[0].seq, 5);
+    assert_int_equal(l.v[1].seq, 6);
+    assert_non_null(l.v[0].body);
+    store_reports_free(&l);
+
+    /* Reports 3, 6 and 9 are container 0's. */
+    tu_container_id(ctr, 0);
+    q.after = 0;
+    q.max = 100;
+    q.container_id = ctr;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 3);
+    assert_int_equal(l.v[0].seq, 3);
+    assert_int_equal(l.v[2].seq, 9);
+    store_reports_free(&l);
+    q.state = STORE_DEAD;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 1);
+    assert_int_equal(l.v[0].seq, 6);
+    store_reports_free(&l);
+    q.container_id = NULL;
+    q.state = STORE_PENDING;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 7);
+    store_reports_free(&l);
+    /* The statement keeps no filter of the last call. */
+    q.state = -1;
+    q.after = 8;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 1);
+    store_reports_free(&l);
+
+    /* Newest first, from the top (a filter without a cursor). */
+    q.after = 0;
+    q.max = 2;
+    q.newest_first = true;
+    q.state = STORE_PENDING;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_OK);
+    assert_int_equal(l.n, 2);
+    assert_int_equal(l.v[0].seq, 9);
+    assert_int_equal(l.v[1].seq, 8);
+    store_reports_free(&l);
+    q.newest_first = false;
+    q.state = -1;
+    {
+        int64_t last = -1;
+
+        assert_int_equal(store_last_seq(f->st, &last), STORE_OK);
+        assert_int_equal(last, 9);
+    }
+
+    q.after = -1;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_INVALID);
+    q.after = 0;
+    q.max = STORE_LIST_MAX + 1;
+    assert_int_equal(store_after(f->st, &q, &l), STORE_INVALID);
+    q.max = 1;
+    q.container_id = "bad id";
+    assert_int_equal(store_after(f->st, &q, &l), STORE_INVALID);
+    assert_int_equal(l.n, 0);
+
+    assert_int_equal(store_latest_report_body(f->st, ctr, &r), STORE_OK);
+    assert_int_equal(r.seq, 9);
+    assert_non_null(strstr(r.body, "\"n\":9}"));
+    store_report_clear(&r);
+    tu_container_id(ctr, 7);
+    assert_int_equal(store_latest_report_body(f->st, ctr, &r),
+                     STORE_NOT_FOUND);
+}
+
+/* The operator's requeue: dead and pending reports go back to pending
+ * with their attempts at 0 and the head where it belongs; a delivered
+ * one is a conflict, an unknown one not found. */
+static void
+t_requeue(void **state)
+{
+    struct fx *f = *state;
+    char id[STORE_REPORT_ID_MAX + 1];
+    struct store_reports due;
+    struct store_counts c;
+    struct store_report r;
+    uint64_t n = 99;
+
+    /* Container 1: reports 1 (dead), 2 (pending, the head now). */
+    assert_int_equal(add(f->st, 1, 1, 10), STORE_OK);
+    assert_int_equal(add(f->st, 2, 1, 10), STORE_OK);
+    assert_int_equal(add(f->st, 3, 2, 10), STORE_OK);
+    assert_int_equal(add(f->st, 4, 3, 10), STORE_OK);
+    assert_int_equal(mark_retry(f->st, 1, 50, "HTTP 503"), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 1, "HTTP 422"), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, 3, 20), STORE_OK);
+    assert_int_equal(mark_retry(f->st, 4, 1000000, "HTTP 500"), STORE_OK);
+
+    tu_report_id(id, 1);
+    assert_int_equal(store_requeue(f->st, id, 30), STORE_OK);
+    assert_int_equal(get(f->st, 1, &r), STORE_OK);
+    assert_int_equal(r.state, STORE_PENDING);
+    assert_int_equal(r.attempts, 0);
+    assert_int_equal(r.next_attempt_ms, 30);
+    assert_null(r.last_error);
+    assert_int_equal(r.dead_reason, STORE_DEAD_NONE);
+    store_report_clear(&r);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    /* Report 1 is its container's head again, and due: before 2. */
+    assert_int_equal(store_due(f->st, 40, 10, &due), STORE_OK);
+    assert_int_equal(due.n, 1);
+    assert_int_equal(due.v[0].seq, 1);
+    store_reports_free(&due);
+
+    /* A pending report waiting for its retry is due now. */
+    tu_report_id(id, 4);
+    assert_int_equal(store_requeue(f->st, id, 40), STORE_OK);
+    assert_int_equal(get(f->st, 4, &r), STORE_OK);
+    assert_int_equal(r.attempts, 0);
+    assert_int_equal(r.next_attempt_ms, 40);
+    store_report_clear(&r);
+
+    tu_report_id(id, 3);
+    assert_int_equal(store_requeue(f->st, id, 40), STORE_CONFLICT);
+    assert_string_equal(store_strerror(STORE_CONFLICT), "already delivered");
+    tu_report_id(id, 77);
+    assert_int_equal(store_requeue(f->st, id, 40), STORE_NOT_FOUND);
+    assert_int_equal(store_requeue(f->st, "bad id", 40), STORE_INVALID);
+
+    /* All dead letters at once; none is a count of 0. */
+    assert_int_equal(mark_dead(f->st, 1, "HTTP 422"), STORE_OK);
+    assert_int_equal(mark_dead(f->st, 4, "HTTP 400"), STORE_OK);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.dead, 2);
+    assert_int_equal(store_requeue_dead(f->st, 60, &n), STORE_OK);
+    assert_int_equal(n, 2);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.dead, 0);
+    assert_int_equal(c.pending, 3);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    assert_int_equal(store_due(f->st, 60, 10, &due), STORE_OK);
+    assert_int_equal(due.n, 2); /* 1 (container 1's head) and 4 */
+    assert_int_equal(due.v[0].seq, 1);
+    assert_int_equal(due.v[1].seq, 4);
+    store_reports_free(&due);
+    assert_int_equal(store_requeue_dead(f->st, 70, &n), STORE_OK);
+    assert_int_equal(n, 0);
+    /* Kept across a reopen: it was committed. */
+    reopen(f);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending, 3);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
+struct made {
+    unsigned n;
+    char report_id[STORE_REPORT_ID_MAX + 1];
+    char container_id[STORE_ID_MAX + 1];
+};
+
+static void
+on_made(const char *report_id, const char *container_id, void *arg)
+{
+    struct made *m = arg;
+
+    m->n++;
+    snprintf(m->report_id, sizeof(m->report_id), "%s", report_id);
+    snprintf(m->container_id, sizeof(m->container_id), "%s", container_id);
+}
+
+/* The hook runs once per report made durable, never for a duplicate or
+ * a failed add. */
+static void
+t_report_hook(void **state)
+{
+    struct fx *f = *state;
+    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+    struct made m = {0};
+    uint64_t eff;
+
+    store_on_report(f->st, on_made, &m);
+    assert_int_equal(add(f->st, 1, 5, 10), STORE_OK);
+    assert_int_equal(m.n, 1);
+    tu_report_id(id, 1);
+    tu_container_id(ctr, 5);
+    assert_string_equal(m.report_id, id);
+    assert_string_equal(m.container_id, ctr);
+    assert_int_equal(add(f->st, 1, 5, 10), STORE_DUPLICATE);
+    assert_int_equal(m.n, 1);
+    assert_int_equal(store_add_delivered(f->st, "r2", ctr, "{}", 2, 10),
+                     STORE_OK);
+    assert_int_equal(m.n, 2);
+    assert_string_equal(m.report_id, "r2");
+    /* A full store: no report, no call. */
+    assert_int_equal(store_set_size_limit(f->st, 1, &eff), STORE_OK);
+    for (unsigned i = 10; i < 200; i++)
+        if (add(f->st, i, i, 10) != STORE_OK)
+            break;
+    assert_int_equal(store_set_size_limit(f->st, 0, NULL), STORE_OK);
+    {
+        unsigned before = m.n;
+        struct store_counts c;
+
+        assert_int_equal(store_counts(f->st, &c), STORE_OK);
+        assert_int_equal(c.pending + c.delivered, before);
+    }
+    store_on_report(f->st, NULL, NULL);
+    assert_int_equal(add(f->st, 300, 5, 10), STORE_OK);
+}
+
 /* ---- checkpoints and container records -------------------------------- */
 
 static void
@@ -2099,6 +2333,9 @@ main(void)
         T(t_retention),
         T(t_counts_and_size),
         T(t_recent),
+        T(t_after),
+        T(t_requeue),
+        T(t_report_hook),
         T(t_checkpoints),
         T(t_containers),
         T(t_batch),
