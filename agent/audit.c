@@ -207,6 +207,17 @@ no_task_left(const struct rec *c, const void *arg)
            !task_listed(tl->ts, tl->n, c->id);
 }
 
+/* An operator asked for an audit while a list was in flight: one more,
+ * sent after the ask. */
+static void
+audit_again(struct reaper *r)
+{
+    if (!r->au.list_again)
+        return;
+    r->au.list_again = false;
+    audit_task_list(r);
+}
+
 static void
 on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
              const char *msg, void *arg)
@@ -218,10 +229,16 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
 
     r->au.task_list_req = NULL;
     reaper_call_done(r, REAPER_CALL_TASK_LIST, r->au.task_list_t0);
+    r->au.lists_done++;
+    r->au.last_ok = st == CTRD_OK;
+    r->au.last_tasks = st == CTRD_OK ? n : 0;
+    snprintf(r->au.last_error, sizeof(r->au.last_error), "%s",
+             st == CTRD_OK ? "" : msg);
     if (st != CTRD_OK) {
         log_warn(NULL, "containerd Tasks.List: %s", msg);
         r->au.audit_due = true;
         audit_schedule(r);
+        audit_again(r);
         return;
     }
     /* A task the list no longer holds was deleted, whether or not we saw
@@ -232,6 +249,7 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     free(notask);
     audit_walk(r, ts, n);
     audit_schedule(r);
+    audit_again(r);
 }
 
 void
@@ -244,6 +262,38 @@ audit_task_list(struct reaper *r)
     r->au.audit_due = r->au.task_list_req == NULL;
     if (r->au.task_list_req == NULL)
         audit_schedule(r);
+}
+
+uint64_t
+reaper_audit_now(struct reaper *r)
+{
+    if (r->ctrd == NULL)
+        return 0;
+    if (r->au.task_list_req != NULL) {
+        r->au.list_again = true;
+        return r->au.lists_done + 2;
+    }
+    audit_task_list(r);
+    if (r->au.task_list_req == NULL) { /* could not even be sent */
+        r->au.lists_done++;
+        r->au.last_ok = false;
+        r->au.last_tasks = 0;
+        snprintf(r->au.last_error, sizeof(r->au.last_error),
+                 "containerd Tasks.List could not be sent");
+        return r->au.lists_done;
+    }
+    return r->au.lists_done + 1;
+}
+
+void
+reaper_audit_state(const struct reaper *r, struct reaper_audit *out)
+{
+    out->on = r->ctrd != NULL;
+    out->lists_done = r->au.lists_done;
+    out->ok = r->au.last_ok;
+    out->tasks = r->au.last_tasks;
+    out->error = r->au.last_error;
+    out->leaks = r->au.nleaks;
 }
 
 /* A task may have been left behind: audit within the interval. */

@@ -38,6 +38,14 @@ struct audit {
     size_t nleaks;
     uint64_t tasks_reaped;   /* leaked by the engine, after removal */
     uint64_t orphans_reaped; /* found by the audit */
+    /* Task lists finished (answered or failed), for reaper_audit_now:
+     * the last one's outcome, and whether one more was asked for while
+     * one was in flight (its answer may predate the ask). */
+    uint64_t lists_done;
+    bool list_again;
+    bool last_ok;
+    size_t last_tasks;
+    char last_error[256];
 };
 
 /* Subscribes to containerd's events; 0, or -1 (out of memory, or the

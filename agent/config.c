@@ -11,7 +11,8 @@
  * values are milliseconds):
  *
  *   key                          default               accepted
- *   node                         gethostname()         non-empty string
+ *   node                         $REAPD_NODE_NAME, else non-empty string
+ *                                gethostname()
  *   state_dir                    /var/lib/reapd        absolute path
  *   docker.socket                /var/run/docker.sock  absolute path < 108 B
  *   docker.request_timeout_ms    30000                 100 .. 3600000
@@ -1199,10 +1200,17 @@ make_default(const char *source)
 {
     struct config *cfg = calloc(1, sizeof(*cfg));
     char host[256];
+    const char *env;
 
     if (!cfg)
         return NULL;
-    if (gethostname(host, sizeof(host)) != 0 || !host[0])
+    /* A pod's host name is the pod's: a DaemonSet passes the node's name
+     * in the environment (the downward API's spec.nodeName). An empty or
+     * oversized value is ignored rather than trusted. */
+    env = getenv("REAPD_NODE_NAME");
+    if (env != NULL && env[0] != '\0' && strlen(env) < sizeof(host))
+        snprintf(host, sizeof(host), "%s", env);
+    else if (gethostname(host, sizeof(host)) != 0 || !host[0])
         snprintf(host, sizeof(host), "localhost");
     host[sizeof(host) - 1] = '\0';
 

@@ -199,6 +199,24 @@ struct reaper_leak_view {
 typedef void (*reaper_leak_cb)(const struct reaper_leak_view *v, void *arg);
 void reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg);
 
+/*
+ * An operator's audit (POST /v1/audit): a containerd task list now, or,
+ * when one is in flight, once more right after it. Returns the count
+ * of finished lists (reaper_audit_state) that includes this audit; 0
+ * when the containerd channel is off.
+ */
+uint64_t reaper_audit_now(struct reaper *r);
+
+struct reaper_audit {
+    bool on;             /* the containerd channel is on */
+    uint64_t lists_done; /* task lists finished, answered or failed */
+    bool ok;             /* the last one was answered */
+    size_t tasks;        /* ... and listed this many tasks */
+    const char *error;   /* why it failed ("" if it did not); borrowed */
+    size_t leaks;        /* tasks without an engine container now */
+};
+void reaper_audit_state(const struct reaper *r, struct reaper_audit *out);
+
 /* Called after each report is written; for tests and delivery. */
 typedef void (*reaper_report_cb)(const char *json, size_t len, void *arg);
 void reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg);

@@ -172,7 +172,7 @@ struct status {
  * client went away, a write failed, reapd stops) the hold goes with it,
  * unanswered.
  */
-enum held_kind { H_WAIT, H_DRAIN, H_STREAM };
+enum held_kind { H_WAIT, H_DRAIN, H_STREAM, H_AUDIT };
 
 struct held {
     struct status *s;
@@ -186,6 +186,7 @@ struct held {
     int64_t last_seq;       /* H_STREAM: the last entry sent */
     bool writing;           /* H_STREAM: a chunk is not out yet */
     uint64_t writing_since; /* ... since then */
+    uint64_t audit_target;  /* H_AUDIT: reaper_audit_now's */
     struct held *prev, *next;
 };
 
@@ -1525,6 +1526,8 @@ held_end(struct held *h)
 }
 
 static void on_held_tick(evutil_socket_t fd, short what, void *arg);
+static void admin_log(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
 static void on_held_feed(struct feed_sub *sub, void *arg);
 
 /*
@@ -1554,7 +1557,7 @@ held_new(struct status *s, struct conn *c, struct evhttp_request *req,
         evtimer_new(evhttp_connection_get_base(c->evcon), on_held_tick, h);
     if (h->tick == NULL)
         goto busy;
-    if (kind != H_DRAIN) {
+    if (kind == H_WAIT || kind == H_STREAM) {
         h->sub = s->feed != NULL
                      ? feed_sub_new(s->feed, feed_id, on_held_feed, h)
                      : NULL;
@@ -1573,7 +1576,8 @@ held_new(struct status *s, struct conn *c, struct evhttp_request *req,
     c->held = h;
     c->phase = PH_HELD;
     evtimer_del(c->deadline);
-    loop_timer_ms(h->tick, kind == H_DRAIN ? DRAIN_TICK_MS : HELD_TICK_MS);
+    loop_timer_ms(h->tick, kind == H_DRAIN || kind == H_AUDIT ? DRAIN_TICK_MS
+                                                              : HELD_TICK_MS);
     return h;
 busy:
     if (h != NULL) {
@@ -1907,6 +1911,85 @@ serve_drain(struct status *s, struct conn *c, struct evhttp_request *req)
     evhttp_clear_headers(&kv);
 }
 
+/* Answers an audit once the task list it asked for is done: 200 with
+ * what it found, 502 when containerd did not answer; 202 when `final`
+ * comes first. False (nothing sent) to wait on. */
+static bool
+audit_check(struct status *s, struct held *h, struct evhttp_request *req,
+            uint64_t target, bool final)
+{
+    struct reaper_audit au;
+    yajl_gen g;
+
+    reaper_audit_state(s->reaper, &au);
+    if (au.lists_done < target && !final)
+        return false;
+    if (h != NULL)
+        req = held_end(h);
+    if (au.lists_done >= target && !au.ok) {
+        send_error(req, 502, "Bad Gateway", au.error);
+        return true;
+    }
+    g = yajl_gen_alloc(NULL);
+    if (g == NULL) {
+        evhttp_send_error(req, 500, NULL);
+        return true;
+    }
+    yajl_gen_map_open(g);
+    jw_str(g, "done");
+    yajl_gen_bool(g, au.lists_done >= target);
+    if (au.lists_done >= target) {
+        jw_str(g, "tasks");
+        yajl_gen_integer(g, (long long)au.tasks);
+        jw_str(g, "leaked_tasks");
+        yajl_gen_integer(g, (long long)au.leaks);
+        jw_str(g, "leaks");
+        yajl_gen_array_open(g);
+        reaper_foreach_leak(s->reaper, visit_leak, g);
+        yajl_gen_array_close(g);
+    }
+    yajl_gen_map_close(g);
+    if (au.lists_done >= target)
+        send_json(req, 200, "OK", g);
+    else
+        send_json(req, 202, "Accepted", g);
+    yajl_gen_free(g);
+    return true;
+}
+
+/* POST /v1/audit[?wait=S]: S defaults to 30. */
+static void
+serve_audit(struct status *s, struct conn *c, struct evhttp_request *req)
+{
+    struct qparam p[] = {
+        {.key = "wait", .is_int = true, .min = 1, .max = WAIT_MAX_S},
+    };
+    struct evkeyvalq kv;
+    struct held *h;
+    uint64_t target;
+    char err[256];
+
+    if (parse_query(req, &kv, p, 1, err, sizeof(err)) != 0) {
+        send_error(req, 400, "Bad Request", err);
+        goto out;
+    }
+    target = reaper_audit_now(s->reaper);
+    if (target == 0) {
+        send_error(req, 409, "Conflict",
+                   "the containerd channel is off (containerd.socket)");
+        goto out;
+    }
+    admin_log("containerd audit asked for");
+    if (audit_check(s, NULL, req, target, false))
+        goto out;
+    h = held_new(s, c, req, H_AUDIT,
+                 (uint64_t)(p[0].set ? p[0].ival : 30) * 1000, NULL);
+    if (h != NULL)
+        h->audit_target = target;
+out:
+    evhttp_clear_headers(&kv);
+}
+
 static void
 on_held_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -1929,6 +2012,11 @@ on_held_tick(evutil_socket_t fd, short what, void *arg)
         break;
     case H_DRAIN:
         if (drain_check(s, h, NULL, final))
+            return;
+        tick = DRAIN_TICK_MS;
+        break;
+    case H_AUDIT:
+        if (audit_check(s, h, NULL, h->audit_target, final))
             return;
         tick = DRAIN_TICK_MS;
         break;
@@ -2212,7 +2300,7 @@ write_route(const char *path, char *rid, size_t size)
     size_t n = strlen(path), idlen, i;
 
     rid[0] = '\0';
-    if (strcmp(path, "/v1/drain") == 0 ||
+    if (strcmp(path, "/v1/drain") == 0 || strcmp(path, "/v1/audit") == 0 ||
         strcmp(path, "/v1/reports/requeue") == 0)
         return true;
     if (n <= sizeof(pre) - 1 + sizeof(suf) - 1 ||
@@ -2292,6 +2380,8 @@ on_request(struct evhttp_request *req, void *arg)
         }
         if (strcmp(path, "/v1/drain") == 0)
             serve_drain(s, c, req);
+        else if (strcmp(path, "/v1/audit") == 0)
+            serve_audit(s, c, req);
         else if (strcmp(path, "/v1/reports/requeue") == 0)
             serve_requeue(s, req, NULL);
         else

@@ -17,6 +17,7 @@
 
 #include "bounds.h"
 #include "config.h"
+#include "testutil.h"
 
 #define FIX     FIXTURES_DIR "/config/"
 #define SHIPPED FIXTURES_DIR "/../../config/"
@@ -122,6 +123,7 @@ assert_default_values(const struct config *cfg)
     assert_string_equal(cfg->containerd_socket, "auto");
     assert_string_equal(cfg->containerd_namespace, "moby");
     assert_string_equal(cfg->status_listen, "127.0.0.1:9323");
+    assert_string_equal(cfg->admin_socket, "/run/reapd/admin.sock");
     assert_null(cfg->upstream_url);
     assert_int_equal(cfg->upstream_timeout_ms, 5000);
     assert_int_equal(cfg->nupstream_headers, 0);
@@ -1079,10 +1081,56 @@ test_shipped_titus_example(void **state)
     config_free(cfg);
 }
 
+/* The node's name from the environment (a DaemonSet's downward API):
+ * the default, which a "node" in the file still overrides; an empty
+ * value is no value. admin.socket takes an absolute path or "off". */
+static void
+t_node_from_env(void **state)
+{
+    struct config *cfg;
+    char host[256] = "";
+
+    (void)state;
+    assert_int_equal(gethostname(host, sizeof(host) - 1), 0);
+    assert_int_equal(setenv("REAPD_NODE_NAME", "node-from-env", 1), 0);
+    cfg = config_default();
+    assert_non_null(cfg);
+    assert_string_equal(cfg->node, "node-from-env");
+    config_free(cfg);
+    cfg = tu_config("{\"node\": \"in-file\"}");
+    assert_string_equal(cfg->node, "in-file");
+    config_free(cfg);
+    cfg = tu_config("{\"state_dir\": \"/x\"}");
+    assert_string_equal(cfg->node, "node-from-env");
+    config_free(cfg);
+    assert_int_equal(setenv("REAPD_NODE_NAME", "", 1), 0);
+    cfg = config_default();
+    assert_string_equal(cfg->node, host);
+    config_free(cfg);
+    assert_int_equal(unsetenv("REAPD_NODE_NAME"), 0);
+
+    cfg = tu_config("{\"admin\": {\"socket\": \"off\"}}");
+    assert_string_equal(cfg->admin_socket, "off");
+    config_free(cfg);
+    {
+        struct config_errors errs = {0};
+        struct config *bad = NULL;
+        static const char text[] = "{\"admin\": {\"socket\": \"rel/x\"}}";
+
+        assert_int_not_equal(
+            config_parse("t", text, sizeof(text) - 1, &bad, &errs), 0);
+        assert_null(bad);
+        assert_true(errs.count >= 1);
+        assert_non_null(strstr(errs.lines[0], "admin.socket"));
+        config_errors_clear(&errs);
+    }
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(t_node_from_env),
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_empty_object_is_default),
         cmocka_unit_test(test_every_key),

@@ -32,6 +32,7 @@
 #include "config.h"
 #include "docker.h"
 #include "fake_engine.h"
+#include "feed.h"
 #include "json.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -39,6 +40,7 @@
 #include "reaper.h"
 #include "report.h"
 #include "status.h"
+#include "store.h"
 #include "testutil.h"
 
 static const char *A =
@@ -1927,6 +1929,385 @@ count_lines(const char *path, const char *what)
  * CPU writing millions of log lines. Now each failure pauses accepting
  * (100, 200, 400, 800 ms...) and one line is logged.
  */
+/* ---- the read API and the admin socket -------------------------------- */
+
+/* The endpoint on TCP and the admin socket (in h->ssock's place: h->s
+ * serves TCP, `admin` the socket), both on a store and a feed, and the
+ * reaper started and ready. */
+struct api {
+    struct h *h;
+    struct status *admin;
+    char asock[96];
+    struct store *st;
+    struct feed *feed;
+};
+
+static void
+on_durable(const char *report_id, const char *container_id, void *arg)
+{
+    (void)report_id;
+    feed_publish(arg, container_id);
+}
+
+static void
+api_open(struct api *a)
+{
+    char err[256];
+
+    memset(a, 0, sizeof(*a));
+    a->h = h_new();
+    assert_int_equal(store_open(a->h->reapd.dir, &a->st, err, sizeof(err)),
+                     STORE_OK);
+    a->feed = feed_new(loop_base(a->h->reapd.l));
+    assert_non_null(a->feed);
+    store_on_report(a->st, on_durable, a->feed);
+    reaper_set_store(a->h->reapd.r, a->st);
+    status_set_store(a->h->s, a->st);
+    status_set_feed(a->h->s, a->feed);
+    snprintf(a->asock, sizeof(a->asock), "%s/run/admin.sock", a->h->reapd.dir);
+    a->admin = status_new_admin(a->h->reapd.l, a->asock, a->h->reapd.r);
+    assert_non_null(a->admin);
+    status_set_store(a->admin, a->st);
+    status_set_feed(a->admin, a->feed);
+    assert_int_equal(reaper_start(a->h->reapd.r), 0);
+    TU_RUN_UNTIL(a->h->reapd.l, reaper_ready(a->h->reapd.r, NULL), 3000);
+}
+
+static void
+api_close(struct api *a)
+{
+    char dir[160];
+
+    status_free(a->admin);
+    status_free(a->h->s);
+    a->h->s = NULL;
+    feed_free(a->feed);
+    reaper_free(a->h->reapd.r);
+    a->h->reapd.r = NULL;
+    assert_int_equal(store_close(a->st), STORE_OK);
+    tu_rm_store(a->h->reapd.dir);
+    snprintf(dir, sizeof(dir), "%s/run", a->h->reapd.dir);
+    assert_int_equal(rmdir(dir), 0);
+    h_free(a->h);
+}
+
+/* One request on the admin socket. */
+static void
+admin_request(struct api *a, const char *method, const char *path,
+              struct resp *r)
+{
+    snprintf(a->h->ssock, sizeof(a->h->ssock), "%s", a->asock);
+    request(a->h, method, path, r);
+    a->h->ssock[0] = '\0';
+}
+
+/* A raw request on a new TCP connection, left open for the answer. */
+static int
+raw_send(struct h *h, const char *req)
+{
+    int fd = raw_connect(h);
+
+    assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
+    return fd;
+}
+
+/* Collects what arrives on `fd` for `ms`, running the loop; returns the
+ * bytes; *closed when the server closed. */
+static size_t
+raw_gather(struct h *h, int fd, char *buf, size_t cap, int ms, int *closed)
+{
+    uint64_t deadline = loop_now_ms() + (uint64_t)ms;
+    size_t got = strlen(buf);
+
+    *closed = 0;
+    while (loop_now_ms() < deadline) {
+        ssize_t n = recv(fd, buf + got, cap - 1 - got, 0);
+
+        if (n > 0) {
+            got += (size_t)n;
+            buf[got] = '\0';
+            continue;
+        }
+        if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+            *closed = 1;
+            break;
+        }
+        event_base_loop(loop_base(h->reapd.l), EVLOOP_ONCE | EVLOOP_NONBLOCK);
+        usleep(1000);
+    }
+    return got;
+}
+
+/* A wait is held until the report is durable and answered then with the
+ * report itself; 202 for a tracked container at the end of a wait, 404
+ * for one reapd does not know; bad queries 400. */
+static void
+t_wait_for_report(void **state)
+{
+    struct api a;
+    struct resp r;
+    struct json_node *root;
+    char path[256], req[512], buf[8192] = "";
+    size_t one = 1;
+    int fd, closed;
+
+    (void)state;
+    api_open(&a);
+    fake_engine_add(a.h->reapd.fe, A, "web-1", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(a.h->reapd.l, tracked(a.h, &one), 3000);
+
+    snprintf(path, sizeof(path), "/v1/containers/%s/report", A);
+    request(a.h, "GET", path, &r);
+    assert_int_equal(r.status, 202);
+    root = json_body(&r);
+    assert_string_equal(json_string(json_get(root, "container_id")), A);
+    assert_string_equal(json_string(json_get(root, "state")), "running");
+    json_free(root);
+    resp_clear(&r);
+
+    snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=1", B);
+    request(a.h, "GET", path, &r);
+    assert_int_equal(r.status, 404);
+    resp_clear(&r);
+    snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=301", A);
+    request(a.h, "GET", path, &r);
+    assert_int_equal(r.status, 400);
+    resp_clear(&r);
+    snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=1&x=2", A);
+    request(a.h, "GET", path, &r);
+    assert_int_equal(r.status, 400);
+    resp_clear(&r);
+
+    /* Held: nothing comes while the container runs. */
+    snprintf(
+        req, sizeof(req),
+        "GET /v1/containers/%s/report?wait=30 HTTP/1.1\r\nHost: x\r\n\r\n", A);
+    fd = raw_send(a.h, req);
+    raw_gather(a.h, fd, buf, sizeof(buf), 300, &closed);
+    assert_int_equal(buf[0], '\0');
+    assert_false(closed);
+    fake_engine_exit(a.h->reapd.fe, A, 7, 7);
+    TU_RUN_UNTIL(a.h->reapd.l, a.h->reapd.nreports == 1, 5000);
+    raw_gather(a.h, fd, buf, sizeof(buf), 300, &closed);
+    assert_int_equal(raw_status(buf), 200);
+    assert_non_null(strstr(buf, "Reapd-Report-Seq: 1\r\n"));
+    assert_non_null(strstr(buf, "\"exit_code\":7"));
+    close(fd);
+
+    /* Answered at once now, on either listener. */
+    snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=5", A);
+    admin_request(&a, "GET", path, &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    assert_int_equal(json_get(root, "exit_code")->type, JSON_NUMBER);
+    assert_string_equal(json_string(json_get(root, "container_id")), A);
+    json_free(root);
+    resp_clear(&r);
+    api_close(&a);
+}
+
+/* A held request whose client goes away is dropped within a second, and
+ * its connection with it; a wait for a container that is tracked but not
+ * reported ends with 202 when its time is up. */
+static void
+t_wait_client_gone(void **state)
+{
+    struct api a;
+    char req[512], buf[4096] = "";
+    size_t one = 1;
+    int fd, closed;
+    uint64_t t0;
+
+    (void)state;
+    api_open(&a);
+    fake_engine_add(a.h->reapd.fe, A, "web-1", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(a.h->reapd.l, tracked(a.h, &one), 3000);
+    snprintf(
+        req, sizeof(req),
+        "GET /v1/containers/%s/report?wait=60 HTTP/1.1\r\nHost: x\r\n\r\n", A);
+    fd = raw_send(a.h, req);
+    TU_RUN_UNTIL(a.h->reapd.l, status_connections(a.h->s) == 1, 2000);
+    tu_run_for(a.h->reapd.l, 100);
+    close(fd);
+    TU_RUN_UNTIL(a.h->reapd.l, status_connections(a.h->s) == 0, 2500);
+
+    /* The wait's end: 202, well before the 10 s answer deadline. */
+    snprintf(req, sizeof(req),
+             "GET /v1/containers/%s/report?wait=2 HTTP/1.1\r\nHost: x\r\n\r\n",
+             A);
+    t0 = loop_now_ms();
+    fd = raw_send(a.h, req);
+    while (raw_status(buf) < 0 && loop_now_ms() - t0 < 5000)
+        raw_gather(a.h, fd, buf, sizeof(buf), 100, &closed);
+    assert_int_equal(raw_status(buf), 202);
+    assert_true(loop_now_ms() - t0 >= 1900);
+    assert_true(loop_now_ms() - t0 < 4000);
+    close(fd);
+    api_close(&a);
+}
+
+/* The stream: what follows ?after first, then each report as it becomes
+ * durable, one line each with growing seq; without after, only new
+ * ones. The cursor on /v1/reports agrees. */
+static void
+t_stream_and_cursor(void **state)
+{
+    struct api a;
+    struct resp r;
+    struct json_node *root;
+    const struct json_node *list;
+    static char buf[65536], buf2[65536];
+    size_t one = 1;
+    int fd, fd2, closed;
+    const char *p;
+
+    (void)state;
+    api_open(&a);
+    fake_engine_add(a.h->reapd.fe, A, "a", MANAGED, NULL, 1);
+    buf[0] = buf2[0] = '\0';
+    TU_RUN_UNTIL(a.h->reapd.l, tracked(a.h, &one), 3000);
+    fake_engine_exit(a.h->reapd.fe, A, 3, 3);
+    TU_RUN_UNTIL(a.h->reapd.l, a.h->reapd.nreports == 1, 5000);
+
+    fd = raw_send(a.h, "GET /v1/reports/stream?after=0 HTTP/1.1\r\n"
+                       "Host: x\r\n\r\n");
+    fd2 = raw_send(a.h, "GET /v1/reports/stream HTTP/1.1\r\nHost: x\r\n\r\n");
+    raw_gather(a.h, fd, buf, sizeof(buf), 300, &closed);
+    assert_false(closed);
+    assert_int_equal(raw_status(buf), 200);
+    assert_non_null(strstr(buf, "application/x-ndjson"));
+    assert_non_null(strstr(buf, "{\"seq\":1,"));
+    raw_gather(a.h, fd2, buf2, sizeof(buf2), 100, &closed);
+    assert_int_equal(raw_status(buf2), 200);
+    assert_null(strstr(buf2, "\"seq\":1"));
+
+    /* A is forgotten once reported: B alone is tracked. */
+    fake_engine_add(a.h->reapd.fe, B, "b", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(a.h->reapd.l, tracked(a.h, &one), 3000);
+    fake_engine_exit(a.h->reapd.fe, B, 5, 5);
+    TU_RUN_UNTIL(a.h->reapd.l, a.h->reapd.nreports == 2, 5000);
+    raw_gather(a.h, fd, buf, sizeof(buf), 300, &closed);
+    raw_gather(a.h, fd2, buf2, sizeof(buf2), 300, &closed);
+    p = strstr(buf, "{\"seq\":1,");
+    assert_non_null(p);
+    assert_non_null(strstr(p, "{\"seq\":2,"));
+    assert_non_null(strstr(buf2, "{\"seq\":2,"));
+    assert_null(strstr(buf2, "{\"seq\":1,"));
+    close(fd);
+    close(fd2);
+    TU_RUN_UNTIL(a.h->reapd.l, status_connections(a.h->s) == 0, 2500);
+
+    request(a.h, "GET", "/v1/reports?after=1", &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    list = json_get(root, "reports");
+    assert_int_equal(list->count, 1);
+    assert_int_equal(json_get(list->items[0], "seq")->type, JSON_NUMBER);
+    assert_string_equal(
+        json_string(
+            json_get(json_get(list->items[0], "report"), "container_id")),
+        B);
+    json_free(root);
+    resp_clear(&r);
+    request(a.h, "GET", "/v1/reports?state=bogus", &r);
+    assert_int_equal(r.status, 400);
+    resp_clear(&r);
+    request(a.h, "GET", "/v1/reports/stream?after=-1", &r);
+    assert_int_equal(r.status, 400);
+    resp_clear(&r);
+    api_close(&a);
+}
+
+/* Writes: only on the admin socket; requeue by id (404, 409) and of all
+ * dead letters; drain answers 200 when nothing is in flight. The socket
+ * is 0600 and a live one is never taken over. */
+static void
+t_admin_writes(void **state)
+{
+    struct api a;
+    struct resp r;
+    struct json_node *root;
+    struct stat st;
+    struct status *second;
+    char path[256];
+
+    (void)state;
+    api_open(&a);
+    assert_int_equal(stat(a.asock, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    second = status_new_admin(a.h->reapd.l, a.asock, a.h->reapd.r);
+    assert_null(second);
+    assert_int_equal(stat(a.asock, &st), 0); /* still the first's */
+
+    request(a.h, "POST", "/v1/reports/requeue?state=dead", &r);
+    assert_int_equal(r.status, 405);
+    resp_clear(&r);
+    admin_request(&a, "GET", "/v1/drain", &r);
+    assert_int_equal(r.status, 405);
+    assert_string_equal(r.allow, "POST");
+    resp_clear(&r);
+
+    /* A dead letter, by hand (no upstream here). */
+    assert_int_equal(store_add_report(a.st, "r1", A, "{\"x\":1}", 7, 1),
+                     STORE_OK);
+    assert_int_equal(store_mark_dead(a.st, "r1", "HTTP 400"), STORE_OK);
+    assert_int_equal(store_add_delivered(a.st, "r2", B, "{\"x\":2}", 7, 1),
+                     STORE_OK);
+    admin_request(&a, "POST", "/v1/reports/r2/requeue", &r);
+    assert_int_equal(r.status, 409);
+    resp_clear(&r);
+    admin_request(&a, "POST", "/v1/reports/r9/requeue", &r);
+    assert_int_equal(r.status, 404);
+    resp_clear(&r);
+    admin_request(&a, "POST", "/v1/reports/requeue", &r);
+    assert_int_equal(r.status, 400);
+    resp_clear(&r);
+    admin_request(&a, "POST", "/v1/drain?wait=1", &r);
+    assert_int_equal(r.status, 200); /* no upstream: r1 dead, not pending */
+    resp_clear(&r);
+    admin_request(&a, "POST", "/v1/reports/requeue?state=dead", &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    assert_int_equal(strtol(json_get(root, "requeued")->str, NULL, 10), 1);
+    json_free(root);
+    resp_clear(&r);
+    /* Pending now, and nothing delivers it: a drain says so. */
+    admin_request(&a, "POST", "/v1/drain", &r);
+    assert_int_equal(r.status, 202);
+    root = json_body(&r);
+    assert_false(json_get(root, "drained")->boolean);
+    assert_int_equal(strtol(json_get(root, "pending")->str, NULL, 10), 1);
+    json_free(root);
+    resp_clear(&r);
+    /* No containerd channel here: nothing to audit. */
+    admin_request(&a, "POST", "/v1/audit", &r);
+    assert_int_equal(r.status, 409);
+    resp_clear(&r);
+    request(a.h, "POST", "/v1/audit", &r);
+    assert_int_equal(r.status, 405);
+    resp_clear(&r);
+    snprintf(path, sizeof(path), "/v1/reports/r1/requeue");
+    admin_request(&a, "POST", path, &r);
+    assert_int_equal(r.status, 200);
+    resp_clear(&r);
+
+    request(a.h, "GET", "/v1/status", &r);
+    assert_int_equal(r.status, 200);
+    root = json_body(&r);
+    assert_true(json_get(root, "ready")->boolean);
+    assert_int_equal(
+        strtol(json_get(json_get(root, "outbox"), "pending")->str, NULL, 10),
+        1);
+    assert_int_equal(strtol(json_get(root, "last_seq")->str, NULL, 10), 2);
+    json_free(root);
+    resp_clear(&r);
+    api_close(&a);
+    {
+        /* Gone with its listener. */
+        assert_int_equal(stat(a.asock, &st), -1);
+    }
+}
+
 static void
 t_regress_accept_errors_pause(void **state)
 {
@@ -1990,6 +2371,10 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(t_livez),
+        cmocka_unit_test(t_wait_for_report),
+        cmocka_unit_test(t_wait_client_gone),
+        cmocka_unit_test(t_stream_and_cursor),
+        cmocka_unit_test(t_admin_writes),
         cmocka_unit_test(t_readyz),
         cmocka_unit_test(t_readyz_waits_for_relist),
         cmocka_unit_test(t_metrics),
