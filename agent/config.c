@@ -48,6 +48,9 @@
  *                                                      age limit)
  *   retention.delivered_max_count 100000               0 .. 1e8 (0: none)
  *   retention.max_db_bytes       1073741824 (1 GiB)    0 .. 1 TiB (0: none)
+ *   reports_log.max_bytes        67108864 (64 MiB)     0 (never rotate) |
+ *                                                      64 KiB .. 1 TiB
+ *   reports_log.keep             5                     0 .. 100
  *   policies                     [managed, see below]  array of policies
  *   policies[].name              (required)            non-empty, unique
  *   policies[].match.labels      {}                    key: value | "*"
@@ -91,6 +94,7 @@
 #include "bounds.h"
 #include "json.h"
 #include "jsonw.h"
+#include "report.h"
 
 #define CONFIG_MAX_BYTES (1024 * 1024)
 #define MAX_PROBLEMS     100
@@ -190,6 +194,16 @@ static const struct field retention_fields[] = {
      100000000, NULL},
     {"max_db_bytes", F_INT, AT(retention_max_db_bytes), 0,
      INT64_C(1099511627776), NULL},
+};
+
+/* Below REPORTS_LOG_MIN_BYTES a file would hold a handful of reports
+ * (one is up to LIMIT_RECORD_BYTES) and reapd would spend its syncs on
+ * rotating. */
+#define REPORTS_LOG_MIN_BYTES 65536
+static const struct field reports_log_fields[] = {
+    {"max_bytes", F_INT, AT(reports_log_max_bytes), 0, INT64_C(1099511627776),
+     NULL},
+    {"keep", F_INT, AT(reports_log_keep), 0, REPORT_LOG_KEEP_MAX, NULL},
 };
 
 static const struct field delete_fields[] = {
@@ -1113,6 +1127,23 @@ check_retry_order(struct ctx *c, const struct json_node *root,
             (long long)cfg->delete_retry_max_ms);
 }
 
+/* The table's range lets 0 (never rotate) through with the sizes. */
+static void
+check_reports_log(struct ctx *c, const struct json_node *root,
+                  const struct config *cfg)
+{
+    const struct json_node *at =
+        json_get(json_get(root, "reports_log"), "max_bytes");
+
+    if (cfg->reports_log_max_bytes == 0 ||
+        cfg->reports_log_max_bytes >= REPORTS_LOG_MIN_BYTES)
+        return;
+    problem(c, at ? at->offset : root->offset,
+            "reports_log.max_bytes: must be 0 (never rotate) or between "
+            "%d and %lld",
+            REPORTS_LOG_MIN_BYTES, (long long)INT64_C(1099511627776));
+}
+
 static void
 parse_root(struct ctx *c, const struct json_node *root, struct config *cfg)
 {
@@ -1149,6 +1180,9 @@ parse_root(struct ctx *c, const struct json_node *root, struct config *cfg)
         else if (strcmp(k, "retention") == 0)
             parse_section(c, m, "retention", retention_fields,
                           NFIELDS(retention_fields), cfg);
+        else if (strcmp(k, "reports_log") == 0)
+            parse_section(c, m, "reports_log", reports_log_fields,
+                          NFIELDS(reports_log_fields), cfg);
         else if (strcmp(k, "upstream") == 0)
             parse_upstream(c, m, cfg);
         else if (strcmp(k, "policies") == 0)
@@ -1162,6 +1196,7 @@ parse_root(struct ctx *c, const struct json_node *root, struct config *cfg)
             unknown_key(c, m, NULL);
     }
     check_retry_order(c, root, cfg);
+    check_reports_log(c, root, cfg);
 }
 
 /* ---- defaults ---------------------------------------------------------- */
@@ -1232,6 +1267,8 @@ make_default(const char *source)
     cfg->retention_delivered_max_age_ms = INT64_C(604800000);
     cfg->retention_delivered_max_count = 100000;
     cfg->retention_max_db_bytes = INT64_C(1073741824);
+    cfg->reports_log_max_bytes = INT64_C(67108864);
+    cfg->reports_log_keep = 5;
     cfg->upstream_retry_base_ms = 1000;
     cfg->upstream_retry_max_ms = 300000;
     cfg->delete_max_in_flight = 8;
@@ -1601,6 +1638,8 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
                 NFIELDS(containerd_fields));
     gen_section(g, cfg, "retention", retention_fields,
                 NFIELDS(retention_fields));
+    gen_section(g, cfg, "reports_log", reports_log_fields,
+                NFIELDS(reports_log_fields));
     gen_section(g, cfg, "status", status_fields, NFIELDS(status_fields));
     gen_section(g, cfg, "admin", admin_fields, NFIELDS(admin_fields));
 

@@ -71,6 +71,11 @@ struct config {
     /* The state database never grows past this; beyond it, writes fail
      * as on a full disk (loudly, nothing accepted is lost). 0: none. */
     int64_t retention_max_db_bytes; /* 1 GiB */
+    /* reports.jsonl is rotated once it holds this many bytes (0: never),
+     * and this many rotated files are kept, reports.jsonl.1 the newest
+     * (0: none). */
+    int64_t reports_log_max_bytes; /* 64 MiB */
+    int64_t reports_log_keep;      /* 5 */
 
     struct policy_set policies;
 

@@ -28,7 +28,10 @@
 #define CID_MAX    128
 #define STATE_MAX  64
 #define REASON_MAX 1024
-#define FIELDS_MAX (MSG_MAX + CID_MAX + 2 * STATE_MAX + REASON_MAX + 64)
+#define URL_MAX    1024
+#define RID_MAX    128
+#define FIELDS_MAX                                                            \
+    (MSG_MAX + CID_MAX + 3 * STATE_MAX + REASON_MAX + URL_MAX + RID_MAX + 128)
 #define RECORD_MAX (6 * FIELDS_MAX + 256)
 
 /* Appended to a message that was cut, so a reader knows it was. */
@@ -308,7 +311,7 @@ gen_pair(yajl_gen g, const char *key, const char *val)
 static int
 format_json(struct buf *b, const char *ts, enum log_level level,
             const char *cid, const char *msg, const char *from, const char *to,
-            const char *reason)
+            const char *reason, const struct log_fields *f)
 {
     yajl_gen g;
     int rc = -1;
@@ -326,6 +329,19 @@ format_json(struct buf *b, const char *ts, enum log_level level,
         goto out;
     if (gen_pair(g, "msg", msg))
         goto out;
+    if (f != NULL) {
+        if (f->report_id != NULL && gen_pair(g, "report_id", f->report_id))
+            goto out;
+        if (f->state != NULL && gen_pair(g, "state", f->state))
+            goto out;
+        if (f->http_status > 0 &&
+            (yajl_gen_string(g, (const unsigned char *)"http_status", 11) !=
+                 yajl_gen_status_ok ||
+             yajl_gen_integer(g, f->http_status) != yajl_gen_status_ok))
+            goto out;
+        if (f->url != NULL && gen_pair(g, "url", f->url))
+            goto out;
+    }
     if (from && (gen_pair(g, "from", from) || gen_pair(g, "to", to) ||
                  gen_pair(g, "reason", reason)))
         goto out;
@@ -370,11 +386,33 @@ format_text(struct buf *b, const char *ts, enum log_level level,
 
 static void
 emit(enum log_level level, const char *cid, const char *msg, const char *from,
-     const char *to, const char *reason)
+     const char *to, const char *reason, const struct log_fields *f)
 {
     struct buf b = {record, 0, sizeof(record), 0};
     char ts[40];
     char cidbuf[CID_MAX + sizeof(TRUNC_MARK)];
+    /* The fields are bounded like everything else in a record. */
+    char rid[RID_MAX + sizeof(TRUNC_MARK)];
+    char state[STATE_MAX + sizeof(TRUNC_MARK)];
+    char url[URL_MAX + sizeof(TRUNC_MARK)];
+    struct log_fields fb;
+
+    if (f != NULL) {
+        fb = *f;
+        if (fb.report_id != NULL) {
+            field_copy(rid, fb.report_id, RID_MAX);
+            fb.report_id = rid;
+        }
+        if (fb.state != NULL) {
+            field_copy(state, fb.state, STATE_MAX);
+            fb.state = state;
+        }
+        if (fb.url != NULL) {
+            field_copy(url, fb.url, URL_MAX);
+            fb.url = url;
+        }
+        f = &fb;
+    }
 
     if ((unsigned)level > LOG_LEVEL_ERROR)
         level = LOG_LEVEL_ERROR;
@@ -386,7 +424,7 @@ emit(enum log_level level, const char *cid, const char *msg, const char *from,
         cid = cidbuf;
     }
     if (cur_format == LOG_FORMAT_JSON &&
-        format_json(&b, ts, level, cid, msg, from, to, reason) == 0)
+        format_json(&b, ts, level, cid, msg, from, to, reason, f) == 0)
         goto out;
     b.len = journal ? strlen(level_prio[level]) : 0;
     b.full = 0;
@@ -396,24 +434,45 @@ out:
     write_all(record, b.len);
 }
 
-void
-log_msg(enum log_level level, const char *cid, const char *fmt, ...)
+static void
+vlog(enum log_level level, const char *cid, const struct log_fields *f,
+     const char *fmt, va_list ap)
 {
     /* One byte more than kept, so field_copy can see that it was cut. */
     char raw[MSG_MAX + 2];
     char msg[MSG_MAX + sizeof(TRUNC_MARK)];
-    va_list ap;
     int n;
+
+    n = vsnprintf(raw, sizeof(raw), fmt, ap);
+    if (n < 0)
+        snprintf(raw, sizeof(raw), "(unformattable message: %s)", fmt);
+    field_copy(msg, raw, MSG_MAX);
+    emit(level, cid, msg, NULL, NULL, NULL, f);
+}
+
+void
+log_msg(enum log_level level, const char *cid, const char *fmt, ...)
+{
+    va_list ap;
 
     if (level < cur_level)
         return;
     va_start(ap, fmt);
-    n = vsnprintf(raw, sizeof(raw), fmt, ap);
+    vlog(level, cid, NULL, fmt, ap);
     va_end(ap);
-    if (n < 0)
-        snprintf(raw, sizeof(raw), "(unformattable message: %s)", fmt);
-    field_copy(msg, raw, MSG_MAX);
-    emit(level, cid, msg, NULL, NULL, NULL);
+}
+
+void
+log_fields(enum log_level level, const char *cid, const struct log_fields *f,
+           const char *fmt, ...)
+{
+    va_list ap;
+
+    if (level < cur_level)
+        return;
+    va_start(ap, fmt);
+    vlog(level, cid, f, fmt, ap);
+    va_end(ap);
 }
 
 void
@@ -429,5 +488,5 @@ log_transition(const char *cid, const char *from, const char *to,
     field_copy(f, from ? from : "", STATE_MAX);
     field_copy(t, to ? to : "", STATE_MAX);
     field_copy(r, reason ? reason : "", REASON_MAX);
-    emit(LOG_LEVEL_DEBUG, cid, "transition", f, t, r);
+    emit(LOG_LEVEL_DEBUG, cid, "transition", f, t, r, NULL);
 }

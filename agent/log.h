@@ -31,6 +31,24 @@ int log_format_parse(const char *s, enum log_format *out);
 void log_msg(enum log_level level, const char *cid, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/*
+ * Facts a JSON record carries as keys of their own, so that a log
+ * pipeline can select on them without parsing messages (text records
+ * have them in the message). Any may be NULL, http_status 0: absent.
+ * `url` must be one fit for a log (upstream's redacted form).
+ */
+struct log_fields {
+    const char *report_id;
+    const char *state; /* a container's lifecycle state */
+    int http_status;
+    const char *url;
+};
+
+/* log_msg with `f`'s keys in JSON records (`f` may be NULL). */
+void log_fields(enum log_level level, const char *cid,
+                const struct log_fields *f, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* A container's state transition: from -> to, because of `reason`; at
  * debug level (an exit takes eight). */
 void log_transition(const char *cid, const char *from, const char *to,

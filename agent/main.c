@@ -577,6 +577,7 @@ main(int argc, char **argv)
     status_set_feed(a.admin, a.feed);
     status_set_outbox(a.status, a.outbox);
     status_set_outbox(a.admin, a.outbox);
+    status_set_upstream(a.status, a.up);
     sigterm = evsignal_new(loop_base(a.loop), SIGTERM, on_stop, &a);
     sigint = evsignal_new(loop_base(a.loop), SIGINT, on_stop, &a);
     sighup = evsignal_new(loop_base(a.loop), SIGHUP, on_hup, &a);

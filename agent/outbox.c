@@ -273,8 +273,12 @@ on_delivered(const struct upstream_outcome *o, void *arg)
     struct outbox *ob = arg;
 
     ob->stats.delivered++;
-    log_info(o->container_id, "report %s delivered upstream (attempt %u)",
-             o->report_id, o->attempts);
+    log_fields(LOG_LEVEL_INFO, o->container_id,
+               &(struct log_fields){.report_id = o->report_id,
+                                    .http_status = (int)o->status,
+                                    .url = o->url},
+               "report %s delivered upstream (attempt %u)", o->report_id,
+               o->attempts);
     marked(ob, store_mark_delivered(ob->st, o->report_id, report_now_ms()), o,
            true, false, STORE_DEAD_REJECTED);
 }
@@ -285,8 +289,12 @@ on_retry(const struct upstream_outcome *o, void *arg)
     struct outbox *ob = arg;
 
     ob->stats.retries++;
-    log_warn(o->container_id, "report %s: %s; retrying in %llu ms",
-             o->report_id, o->error, (unsigned long long)o->delay_ms);
+    log_fields(LOG_LEVEL_WARN, o->container_id,
+               &(struct log_fields){.report_id = o->report_id,
+                                    .http_status = (int)o->status,
+                                    .url = o->url},
+               "report %s: %s; retrying in %llu ms", o->report_id, o->error,
+               (unsigned long long)o->delay_ms);
     marked(ob,
            store_mark_retry(ob->st, o->report_id,
                             report_now_ms() + (int64_t)o->delay_ms, o->error),
@@ -299,10 +307,13 @@ on_dead(const struct upstream_outcome *o, void *arg)
     struct outbox *ob = arg;
 
     ob->stats.dead++;
-    log_error(o->container_id,
-              "report %s rejected upstream (HTTP %ld: %s): kept as a dead "
-              "letter",
-              o->report_id, o->status, o->error);
+    log_fields(LOG_LEVEL_ERROR, o->container_id,
+               &(struct log_fields){.report_id = o->report_id,
+                                    .http_status = (int)o->status,
+                                    .url = o->url},
+               "report %s rejected upstream (HTTP %ld: %s): kept as a dead "
+               "letter",
+               o->report_id, o->status, o->error);
     marked(ob,
            store_mark_dead_reason(ob->st, o->report_id, STORE_DEAD_REJECTED,
                                   o->error),

@@ -139,6 +139,7 @@ outcome_report(struct rec *c)
     struct reaper *r = c->r;
     const struct lc *lc = &c->lc;
     struct report rep;
+    struct log_fields fields = {0};
     const char *anomalies[16];
     char now[40], key[40];
     const char *exit_key;
@@ -207,7 +208,7 @@ outcome_report(struct rec *c)
     /* reports.jsonl first, then the store: a crash between the two
      * leaves the record unforgotten, so the same report (same id) is made
      * again after the restart; never the other way round. */
-    journaled = r->rl != NULL && report_log_append(r->rl, json, len) == 0;
+    journaled = r->rl != NULL && persist_journal_append(r, json, len) == 0;
     if (r->rl != NULL && !journaled) {
         r->st.report_errors++;
         log_error(c->id, "cannot append the report to %s: %m",
@@ -237,15 +238,18 @@ outcome_report(struct rec *c)
         r->st.exit_code_mismatches++;
     if (lc->anomalies & LC_AN_GAVE_UP)
         r->st.gave_up++;
+    fields.report_id = rep.report_id;
+    fields.state = lc_state_name(lc->state);
     if (lc->exit_known)
-        log_info(c->id,
-                 "report %s: exit_code %d (%s), removed %s, cleanup %llu ms",
-                 rep.report_id, lc->exit_code, rep.exit_code_source,
-                 lc->removed ? "true" : "false",
-                 (unsigned long long)rep.cleanup_ms);
+        log_fields(LOG_LEVEL_INFO, c->id, &fields,
+                   "report %s: exit_code %d (%s), removed %s, cleanup %llu ms",
+                   rep.report_id, lc->exit_code, rep.exit_code_source,
+                   lc->removed ? "true" : "false",
+                   (unsigned long long)rep.cleanup_ms);
     else
-        log_info(c->id, "report %s: exit code unknown, removed %s",
-                 rep.report_id, lc->removed ? "true" : "false");
+        log_fields(LOG_LEVEL_INFO, c->id, &fields,
+                   "report %s: exit code unknown, removed %s", rep.report_id,
+                   lc->removed ? "true" : "false");
     if (r->report_cb != NULL)
         r->report_cb(json, len, r->report_arg);
     free(json);

@@ -9,6 +9,7 @@
  */
 #include "persist.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,26 +239,129 @@ persist_store_report(struct reaper *r, const char *id, const char *cid,
     if (rc == STORE_DUPLICATE) {
         /* Made before a restart already: stored and delivered once. */
         r->ps.duplicates++;
-        log_info(cid, "report %s was already made before a restart", id);
+        log_fields(LOG_LEVEL_INFO, cid, &(struct log_fields){.report_id = id},
+                   "report %s was already made before a restart", id);
         return 0;
     }
     persist_result(r, rc, "storing a report");
     return rc < 0 ? -1 : 0;
 }
 
+/*
+ * The stored checkpoint is past the end of reports.jsonl: a rotation just
+ * started a new file, or a start found the file shorter (a rotation a
+ * crash cut short). A line appended now would lie before the checkpoint,
+ * and the next start, finding the file shorter still (or cut mid-line),
+ * would never replay it: a report the store lost to a power loss, or one
+ * waiting in memory for a full disk, would be lost. So the checkpoint is
+ * set to the file's end (nothing has been appended since) and committed
+ * with a sync first; true once it is.
+ */
+static bool
+journal_catch_up(struct reaper *r)
+{
+    int rc;
+
+    if (!r->ps.journal_behind)
+        return true;
+    rc = store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl));
+    if (rc >= 0)
+        rc = store_flush_synced(r->store);
+    persist_result(r, rc, "saving the reports.jsonl checkpoint");
+    if (rc < 0)
+        return false;
+    r->ps.journal_behind = false;
+    return true;
+}
+
+int
+persist_journal_append(struct reaper *r, const char *json, size_t len)
+{
+    if (r->store != NULL && !journal_catch_up(r)) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return report_log_append(r->rl, json, len);
+}
+
+/* After a failed rotation the file grows on; tried again this much later
+ * (each try costs a synced commit). */
+#define ROTATE_RETRY_MS 60000
+
+/*
+ * reports.jsonl past reports_log.max_bytes is rotated, and only when the
+ * caller saw every line of it in the store (no report waits in memory) and
+ * set the checkpoint to its end: the rotated file is never read again,
+ * and the store is what holds its reports from then on. Each step leaves
+ * what a start handles (docs/state.md, "Rotation"):
+ *
+ *  1. the checkpoint (at the end) and every report are committed with a
+ *     sync: the store holds them through a power loss too, which a commit
+ *     of a journaled report (synchronous=NORMAL) alone would not;
+ *     killed before or during this, nothing has changed;
+ *  2. report_log_rotate: killed before its rename, reports.jsonl is whole
+ *     and the checkpoint at its end, so the start replays nothing; after
+ *     it, reports.jsonl is missing (made again, empty) or empty, shorter
+ *     than the checkpoint: the start replays nothing (all of it is in the
+ *     store) and resets the checkpoint as in 3 before any append;
+ *  3. the checkpoint is set to 0 and committed with a sync before any line
+ *     goes to the new file (journal_catch_up; appends wait until it is).
+ *
+ * No step makes a start replay a line the store already had, beyond the
+ * usual lag of the checkpoint: nothing is delivered twice. All on the
+ * loop: two synced commits, a few renames and one fsync of the directory,
+ * once per max_bytes of reports.
+ */
+static void
+rotate_journal(struct reaper *r)
+{
+    const struct config *cfg = r->cfg;
+    int64_t end = report_log_end(r->rl);
+    unsigned keep = (unsigned)cfg->reports_log_keep;
+    int rc;
+
+    if (cfg->reports_log_max_bytes <= 0 || end < cfg->reports_log_max_bytes ||
+        loop_now_ms() < r->ps.rotate_again_ms)
+        return;
+    rc = store_flush_synced(r->store);
+    persist_result(r, rc, "saving the state before rotating reports.jsonl");
+    if (rc < 0)
+        return; /* tried again after the next report */
+    if (report_log_rotate(r->rl, keep) != 0) {
+        if (!r->ps.rotate_failing)
+            log_error(NULL,
+                      "cannot rotate %s (%lld bytes): %m; it grows on, "
+                      "tried again every %d s",
+                      report_log_path(r->rl), (long long)end,
+                      ROTATE_RETRY_MS / 1000);
+        r->ps.rotate_failing = true;
+        r->ps.rotate_again_ms = loop_now_ms() + ROTATE_RETRY_MS;
+        return;
+    }
+    r->ps.rotate_failing = false;
+    r->ps.rotations++;
+    r->ps.journal_behind = true;
+    log_info(NULL, "%s rotated at %lld bytes (%u older files kept)",
+             report_log_path(r->rl), (long long)end, keep);
+    journal_catch_up(r);
+}
+
 /* Every report in reports.jsonl so far is in the store too (none is
  * waiting in memory for a full disk to free up): move the journal
  * checkpoint (batched with the next flush; a checkpoint that lags only
- * makes the replay meet duplicates). */
+ * makes the replay meet duplicates), and rotate a file grown too big. */
 void
 persist_journal_stored(struct reaper *r)
 {
     if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0)
         return;
+    if (!journal_catch_up(r))
+        return;
     persist_result(
         r, store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl)),
         "saving the reports.jsonl checkpoint");
     persist_flush_lazy(r);
+    rotate_journal(r);
 }
 
 static void
@@ -307,10 +411,14 @@ recover_journal(struct reaper *r)
         from = end;
     } else if (from > end) {
         log_warn(NULL,
-                 "%s is shorter than when last seen (%lld < %lld bytes: "
-                 "rotated or truncated?); nothing to recover from it",
+                 "%s is shorter than when last seen (%lld < %lld bytes: a "
+                 "rotation cut short, or truncated by hand?); nothing to "
+                 "recover from it",
                  report_log_path(r->rl), (long long)end, (long long)from);
         from = end;
+        /* Its lines, if any, are taken as stored; the checkpoint comes
+         * back within the file before anything is appended. */
+        r->ps.journal_behind = true;
     }
     if (report_log_replay(r->rl, from, on_journal_line, &rp, &end) != 0) {
         log_error(NULL, "cannot read %s: %m", report_log_path(r->rl));

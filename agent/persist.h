@@ -38,6 +38,13 @@ struct persist {
     size_t nunsaved;
     uint64_t errors;     /* failed writes */
     uint64_t duplicates; /* reports made again after a restart */
+    /* reports.jsonl: the checkpoint stored may be past its end (just
+     * rotated, or found shorter at a start) until a synced commit says
+     * otherwise; no line is appended meanwhile (persist.c). */
+    bool journal_behind;
+    uint64_t rotations;
+    bool rotate_failing;      /* the last rotation failed; said once */
+    uint64_t rotate_again_ms; /* loop time of the next try after one */
 };
 
 /* 0, or -1 when out of memory. */
@@ -87,8 +94,14 @@ int persist_store_report(struct reaper *r, const char *id, const char *cid,
  * the record: c->report_only_in_memory). */
 void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
                           const char *json, size_t len, bool only_copy);
+/* Appends a report's line to reports.jsonl (r->rl, not NULL): 0, or -1
+ * with errno. EAGAIN: the journal's checkpoint could not be reset after
+ * a rotation yet (the state's disk full), and a line appended now would
+ * be past it; the report is then stored as one in no journal. */
+int persist_journal_append(struct reaper *r, const char *json, size_t len);
 /* Every report in reports.jsonl is in the store: the journal checkpoint
- * moves (batched with the next flush). */
+ * moves (batched with the next flush), and a file past
+ * reports_log.max_bytes is rotated. */
 void persist_journal_stored(struct reaper *r);
 /* Visits the reports waiting in memory for the store, oldest first, until
  * `cb` returns true; returns that. */

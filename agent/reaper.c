@@ -1522,6 +1522,7 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->reports_unsaved = r->ps.nunsaved;
     out->duplicates = r->ps.duplicates;
     out->pruned = r->ps.pruned;
+    out->reports_log_rotations = r->ps.rotations;
     out->docker_reconnects = docker_watch_reconnects(r->d);
     out->events_rejected = docker_watch_rejected(r->d);
     out->containerd_reconnects =

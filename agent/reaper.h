@@ -123,6 +123,7 @@ struct reaper_stats {
     size_t reports_unsaved; /* made, waiting for the store to take them */
     uint64_t duplicates;    /* reports made again after a restart */
     uint64_t pruned;        /* delivered reports removed by retention */
+    uint64_t reports_log_rotations; /* of reports.jsonl (reports_log) */
     /* Exit -> settled, observed as each report is made. */
     struct reaper_hist cleanup[REAPER_CLEANUP_N];
     /* Engine calls that got an answer (or failed), by call. */

@@ -45,9 +45,16 @@ _Static_assert(READ_STRING >= REPORT_TEXT_MAX,
 
 struct report_log {
     int fd;
+    char *dir; /* the state directory, without trailing slashes */
     char *path;
     int64_t end; /* size after the last whole line */
 };
+
+#define LOG_NAME "reports.jsonl"
+/* How reports.jsonl is opened: appended to, never through a symlink,
+ * never inherited by a child. */
+#define LOG_FLAGS (O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY)
+#define LOG_MODE  0640
 
 /* FNV-1a, 64 bit, continued from `h`. */
 static uint64_t
@@ -402,21 +409,24 @@ struct report_log *
 report_log_open(const char *dir)
 {
     struct report_log *rl = NULL, *result = NULL;
-    char *d = dir_name(dir), why[512];
+    char why[512];
     size_t n;
     struct stat st;
     int dfd = -1, e = ENOMEM;
 
     rl = calloc(1, sizeof(*rl));
-    if (rl == NULL || d == NULL)
+    if (rl == NULL)
         goto out;
     rl->fd = -1;
-    n = strlen(d) + sizeof("/reports.jsonl");
+    rl->dir = dir_name(dir);
+    if (rl->dir == NULL)
+        goto out;
+    n = strlen(rl->dir) + sizeof("/" LOG_NAME);
     rl->path = malloc(n);
     if (rl->path == NULL)
         goto out;
-    snprintf(rl->path, n, "%s/reports.jsonl", strcmp(d, "/") ? d : "");
-    dfd = open_state_dir(d, dir, why, sizeof(why));
+    snprintf(rl->path, n, "%s/" LOG_NAME, strcmp(rl->dir, "/") ? rl->dir : "");
+    dfd = open_state_dir(rl->dir, dir, why, sizeof(why));
     if (dfd < 0) {
         e = errno;
         log_error(NULL, "%s", why);
@@ -424,9 +434,7 @@ report_log_open(const char *dir)
     }
     /* Opened through the directory we checked, and never through a
      * symlink: nothing can make reapd append to another file. */
-    rl->fd = openat(
-        dfd, "reports.jsonl",
-        O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0640);
+    rl->fd = openat(dfd, LOG_NAME, LOG_FLAGS | O_CREAT, LOG_MODE);
     if (rl->fd < 0 || fstat(rl->fd, &st) != 0) {
         e = errno;
         goto out;
@@ -436,18 +444,19 @@ report_log_open(const char *dir)
         log_error(NULL, "%s: not a regular file", rl->path);
         goto out;
     }
+    /* Made just now (or by a rotation a crash cut short): its name is
+     * made durable before any line is trusted to it. */
+    if (st.st_size == 0 && fsync(dfd) != 0) {
+        e = errno;
+        goto out;
+    }
     rl->end = (int64_t)st.st_size;
     result = rl;
     rl = NULL;
 out:
     if (dfd >= 0)
         close(dfd);
-    if (rl != NULL && rl->fd >= 0)
-        close(rl->fd);
-    if (rl != NULL)
-        free(rl->path);
-    free(rl);
-    free(d);
+    report_log_close(rl);
     if (result == NULL)
         errno = e;
     return result;
@@ -458,7 +467,9 @@ report_log_close(struct report_log *rl)
 {
     if (rl == NULL)
         return;
-    close(rl->fd);
+    if (rl->fd >= 0)
+        close(rl->fd);
+    free(rl->dir);
     free(rl->path);
     free(rl);
 }
@@ -513,6 +524,151 @@ int64_t
 report_log_end(const struct report_log *rl)
 {
     return rl->end;
+}
+
+/* ---- rotation ----------------------------------------------------------- */
+
+static report_rotate_hook rotate_hook;
+static void *rotate_hook_arg;
+
+void
+report_log_set_rotate_hook(report_rotate_hook hook, void *arg)
+{
+    rotate_hook = hook;
+    rotate_hook_arg = arg;
+}
+
+static void
+rotate_step(enum report_rotate_step step)
+{
+    if (rotate_hook != NULL)
+        rotate_hook(step, rotate_hook_arg);
+}
+
+/* reports.jsonl.<n>, or reports.jsonl for n 0, into buf. */
+static void
+kept_name(char *buf, size_t len, unsigned n)
+{
+    if (n == 0)
+        snprintf(buf, len, LOG_NAME);
+    else
+        snprintf(buf, len, LOG_NAME ".%u", n);
+}
+
+/* Whether the name reports.jsonl in `dfd` still is the file appended to:
+ * one moved away by hand (and maybe replaced) is not renamed again. */
+static bool
+still_ours(const struct report_log *rl, int dfd)
+{
+    struct stat mine, named;
+
+    if (fstat(rl->fd, &mine) != 0 ||
+        fstatat(dfd, LOG_NAME, &named, AT_SYMLINK_NOFOLLOW) != 0)
+        return false;
+    return mine.st_dev == named.st_dev && mine.st_ino == named.st_ino;
+}
+
+/*
+ * Each step leaves a directory that a start handles as it is, whatever
+ * the next step would have been (docs/state.md, "Rotation"): before the
+ * rename, reports.jsonl is whole, and only older files are shifted (a
+ * gap the next rotation steps over) or deleted (beyond keep); after it,
+ * reports.jsonl is missing or empty, which a start takes as a new file,
+ * since the caller rotates only what the state database already holds.
+ */
+int
+report_log_rotate(struct report_log *rl, unsigned keep)
+{
+    char from[32], to[32] = "", why[512];
+    unsigned i;
+    int dfd = -1, fd = -1, e = 0, result = -1;
+    bool renamed = false;
+
+    if (keep > REPORT_LOG_KEEP_MAX) {
+        errno = EINVAL;
+        return -1;
+    }
+    dfd = open_state_dir(rl->dir, rl->dir, why, sizeof(why));
+    if (dfd < 0) {
+        e = errno;
+        log_error(NULL, "%s", why);
+        goto out;
+    }
+    if (!still_ours(rl, dfd)) {
+        e = ESTALE;
+        goto out;
+    }
+    rotate_step(REPORT_ROTATE_BEGIN);
+    /* Whatever would fall beyond `keep` goes first: a crash after any of
+     * these deletions leaves fewer old files, nothing else changed. */
+    for (i = keep > 0 ? keep : 1; i <= REPORT_LOG_KEEP_MAX; i++) {
+        kept_name(from, sizeof(from), i);
+        if (unlinkat(dfd, from, 0) == 0) {
+            rotate_step(REPORT_ROTATE_DROPPED);
+        } else if (errno != ENOENT) {
+            e = errno;
+            goto out;
+        }
+    }
+    /* Oldest first, so that no rename replaces a file still to move. */
+    for (i = keep; i > 1; i--) {
+        kept_name(from, sizeof(from), i - 1);
+        kept_name(to, sizeof(to), i);
+        if (renameat(dfd, from, dfd, to) == 0) {
+            rotate_step(REPORT_ROTATE_SHIFTED);
+        } else if (errno != ENOENT) {
+            e = errno;
+            goto out;
+        }
+    }
+    /* Renamed even when none is kept: the old file stays whole until the
+     * new one is in place, so that a failure can still put it back. */
+    kept_name(to, sizeof(to), 1);
+    if (renameat(dfd, LOG_NAME, dfd, to) != 0) {
+        e = errno;
+        goto out;
+    }
+    renamed = true;
+    rotate_step(REPORT_ROTATE_RENAMED);
+    fd = openat(dfd, LOG_NAME, LOG_FLAGS | O_CREAT | O_EXCL, LOG_MODE);
+    if (fd < 0) {
+        e = errno;
+        goto out;
+    }
+    rotate_step(REPORT_ROTATE_CREATED);
+    /* One sync for every change above: the new name holds before any
+     * line is appended under it. */
+    if (fsync(dfd) != 0) {
+        e = errno;
+        goto out;
+    }
+    rotate_step(REPORT_ROTATE_SYNCED);
+    close(rl->fd);
+    rl->fd = fd;
+    fd = -1;
+    rl->end = 0;
+    if (keep == 0 && unlinkat(dfd, to, 0) == 0)
+        rotate_step(REPORT_ROTATE_DROPPED);
+    result = 0;
+out:
+    /* Not rotated after all: reports.jsonl goes back under its name,
+     * over the new file if one was made. */
+    if (result != 0 && renamed && renameat(dfd, to, dfd, LOG_NAME) != 0) {
+        log_error(NULL,
+                  "%s: a failed rotation could not rename it back (%s); "
+                  "reports go to the state database only until reapd "
+                  "restarts",
+                  rl->path, strerror(errno));
+        close(rl->fd);
+        rl->fd = -1;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (dfd >= 0)
+        close(dfd);
+    if (result != 0)
+        errno = e;
+    return result;
 }
 
 int

@@ -130,7 +130,9 @@ struct report_log;
 /*
  * Opens (creating, mode 0640) <dir>/reports.jsonl for appending, never
  * through a symlink, close-on-exec, and only in a directory that passes
- * report_state_dir_check (why not is logged). The caller owns the result
+ * report_state_dir_check (why not is logged). An empty file (one just
+ * made) has the directory synced, so that lines appended to it cannot be
+ * lost with its name to a power loss. The caller owns the result
  * (report_log_close). NULL with errno: what report_state_dir_check says,
  * ELOOP for a symlink named reports.jsonl, EINVAL for one that is not a
  * regular file, else what open(2) said.
@@ -148,6 +150,52 @@ const char *report_log_path(const struct report_log *rl);
 /* The file's size after the last append (or at open): the offset just past
  * the last whole line written. */
 int64_t report_log_end(const struct report_log *rl);
+
+/*
+ * Rotation. The rotated files are reports.jsonl.1 (the newest) to
+ * reports.jsonl.<keep>; reapd never reads them again (the replay reads
+ * reports.jsonl only), so the caller rotates only a file whose every line
+ * the state database holds, durably (persist.c).
+ */
+#define REPORT_LOG_KEEP_MAX 100
+
+/*
+ * Rotates: deletes reports.jsonl.<keep> and any file numbered up to
+ * REPORT_LOG_KEEP_MAX beyond it (a lowered keep), renames .N to .N+1
+ * from the oldest down (a number missing after a crash is stepped over),
+ * reports.jsonl to reports.jsonl.1, creates a new empty reports.jsonl as
+ * report_log_open does (0640, never through a symlink, close-on-exec;
+ * never a file that already exists), syncs the directory, and appends to
+ * the new file from then on (report_log_end 0). With keep 0, the old file
+ * is deleted once the new one is in place. A few renames and one fsync of
+ * the directory: short enough for the loop.
+ *
+ * 0, or -1 with errno (EINVAL: keep too large; ESTALE: reports.jsonl is
+ * no longer the file appended to, moved by hand; EEXIST: something took
+ * the name meanwhile; what the system call said) when the rotation did
+ * not happen: appends go on to reports.jsonl as before, renamed back if it
+ * had been moved (older files may have been shifted or deleted already:
+ * harmless). Should even the renaming back fail, appends fail from then
+ * on (logged), so that no line goes to a file the next start does not
+ * read.
+ */
+int report_log_rotate(struct report_log *rl, unsigned keep);
+
+/* The steps of a rotation, each once its change to the directory is made:
+ * a test stops there (a kill -9) and checks what a restart finds. */
+enum report_rotate_step {
+    REPORT_ROTATE_BEGIN,   /* the directory opened; nothing changed yet */
+    REPORT_ROTATE_DROPPED, /* a rotated file beyond `keep` deleted */
+    REPORT_ROTATE_SHIFTED, /* reports.jsonl.N renamed to .N+1 */
+    REPORT_ROTATE_RENAMED, /* reports.jsonl renamed to reports.jsonl.1 */
+    REPORT_ROTATE_CREATED, /* the new reports.jsonl made */
+    REPORT_ROTATE_SYNCED,  /* the directory synced: the rotation holds */
+};
+
+/* For tests only: `hook` is called at each step of every rotation, with
+ * `arg`; NULL (the default) removes it. */
+typedef void (*report_rotate_hook)(enum report_rotate_step step, void *arg);
+void report_log_set_rotate_hook(report_rotate_hook hook, void *arg);
 
 /* One whole line (without its "\n") found by report_log_replay. */
 typedef void (*report_line_cb)(const char *line, size_t len, void *arg);

@@ -159,6 +159,7 @@ struct status {
     bool admin;
     struct feed *feed;     /* borrowed; NULL: no waits, no streams */
     struct outbox *outbox; /* borrowed; NULL: no upstream */
+    struct upstream *up;   /* borrowed; NULL: no upstream */
     struct held *held;     /* every held request */
     size_t nheld, nstreams;
     uint64_t held_rejected, streams_cut;
@@ -930,6 +931,35 @@ process_metrics(struct status *s, struct evbuffer *b)
 
 /* What reapd adds to the reaper's metrics: build, reloads, the
  * endpoint itself. */
+/* Held requests of every listener (the status endpoint and the admin
+ * socket): waits, drains, audits and streams. */
+static void
+held_metrics(struct evbuffer *b)
+{
+    uint64_t held = 0, streams = 0, rejected = 0, cut = 0;
+    const struct status *t;
+
+    for (t = all_status; t != NULL; t = t->next_status) {
+        held += t->nheld;
+        streams += t->nstreams;
+        rejected += t->held_rejected;
+        cut += t->streams_cut;
+    }
+    metric(b, "reapd_api_held_requests", "gauge",
+           "Requests held open now (waits, drains, audits, report "
+           "streams), on every listener.",
+           held);
+    metric(b, "reapd_api_streams", "gauge", "Report streams open now.",
+           streams);
+    metric(b, "reapd_api_held_rejected_total", "counter",
+           "Waits and streams refused (503) because the bound was reached.",
+           rejected);
+    metric(b, "reapd_api_streams_cut_total", "counter",
+           "Report streams cut because their client did not take what was "
+           "sent within the deadline.",
+           cut);
+}
+
 static void
 own_metrics(struct status *s, struct evbuffer *b)
 {
@@ -978,6 +1008,7 @@ own_metrics(struct status *s, struct evbuffer *b)
            "accept() failures on the status endpoint; each pauses "
            "accepting.",
            s->accept_errors);
+    held_metrics(b);
 }
 
 static void
@@ -1016,6 +1047,43 @@ histograms(struct evbuffer *b, const struct reaper_stats *st)
            "that completed it to its report being durable.");
     histogram(b, "reapd_report_latency_seconds", "", &st->report_latency,
               bounds, n);
+}
+
+/* Delivery attempts by the upstream's answer and by duration; the
+ * families are there (at zero) without an upstream too, so that
+ * dashboards and alerts find them on every node. */
+static void
+upstream_metrics(struct status *s, struct evbuffer *b)
+{
+    static struct upstream_stats us; /* 5 KiB: not on the stack */
+    struct reaper_hist h = {0};
+    size_t i;
+
+    _Static_assert(UPSTREAM_LAT_N <= REAPER_HIST_MAX,
+                   "the histogram fits a reaper_hist");
+    memset(&us, 0, sizeof(us));
+    if (s->up != NULL)
+        upstream_stats(s->up, &us);
+    family(b, "reapd_upstream_requests_total", "counter",
+           "Report delivery attempts, by the upstream's HTTP status "
+           "(\"none\": no answer came: refused, timed out, cut).");
+    for (i = 100; i < UPSTREAM_CODE_MAX; i++)
+        if (us.by_code[i] > 0)
+            evbuffer_add_printf(b,
+                                "reapd_upstream_requests_total{code=\"%zu\"} "
+                                "%llu\n",
+                                i, (unsigned long long)us.by_code[i]);
+    evbuffer_add_printf(b,
+                        "reapd_upstream_requests_total{code=\"none\"} %llu\n",
+                        (unsigned long long)us.no_answer);
+    memcpy(h.buckets, us.lat_buckets, sizeof(us.lat_buckets));
+    h.count = us.lat_count;
+    h.sum = us.lat_sum;
+    family(b, "reapd_upstream_request_duration_seconds", "histogram",
+           "Report delivery attempts by duration, from the request's "
+           "start to the end of its answer (or its failure).");
+    histogram(b, "reapd_upstream_request_duration_seconds", "", &h,
+              upstream_latency_bounds(), UPSTREAM_LAT_N);
 }
 
 static void
@@ -1171,6 +1239,7 @@ serve_metrics(struct status *s, struct evhttp_request *req)
                "of many containers share one).",
                store_commits(s->store));
     }
+    upstream_metrics(s, b);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
                       "text/plain; version=0.0.4");
     reply(req, 200, "OK", b);
@@ -2101,7 +2170,9 @@ serve_requeue(struct status *s, struct evhttp_request *req,
         goto out;
     }
     if (report_id != NULL)
-        admin_log("report %s requeued", report_id);
+        log_fields(LOG_LEVEL_INFO, NULL,
+                   &(struct log_fields){.report_id = report_id},
+                   "admin: report %s requeued", report_id);
     else
         admin_log("%llu dead letters requeued", (unsigned long long)n);
     outbox_kick(s->outbox);
@@ -2641,6 +2712,12 @@ void
 status_set_outbox(struct status *s, struct outbox *ob)
 {
     s->outbox = ob;
+}
+
+void
+status_set_upstream(struct status *s, struct upstream *u)
+{
+    s->up = u;
 }
 
 void

@@ -72,6 +72,11 @@ void status_set_feed(struct status *s, struct feed *f);
 struct outbox;
 void status_set_outbox(struct status *s, struct outbox *ob);
 
+/* Delivery attempts in /metrics come from `u` (borrowed; NULL without an
+ * upstream). */
+struct upstream;
+void status_set_upstream(struct status *s, struct upstream *u);
+
 /* Serves /v1/reports and the outbox metrics from `st` (borrowed). */
 struct store;
 void status_set_store(struct status *s, struct store *st);

@@ -1215,6 +1215,22 @@ store_flush(struct store *st)
     return STORE_OK;
 }
 
+int
+store_flush_synced(struct store *st)
+{
+    int result;
+
+    if (st->npend == 0)
+        return STORE_OK;
+    result = set_full_sync(st, true, "flush");
+    if (result != STORE_OK)
+        return result;
+    result = store_flush(st);
+    /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
+    set_full_sync(st, false, "flush");
+    return result;
+}
+
 static int
 container_append(struct store *st, struct store_containers *l, size_t *cap,
                  const char *id, const char *json, size_t len,

@@ -377,6 +377,13 @@ int store_get_checkpoint(struct store *st, const char *key, int64_t *value);
  */
 int store_flush(struct store *st);
 
+/* As store_flush, with its commit synced (synchronous=FULL): it survives
+ * a power loss, and so does every commit before it (the WAL is one file,
+ * written in order). For the few moments that must not be undone (the
+ * journal's checkpoint around a rotation of reports.jsonl). With nothing
+ * pending, nothing is written nor synced: set what must hold first. */
+int store_flush_synced(struct store *st);
+
 /* Changes waiting for store_flush. */
 size_t store_pending(const struct store *st);
 

@@ -82,6 +82,7 @@ struct cq {
     struct loop_http_call *call;
     struct event *timer; /* retry */
     /* The attempt in flight. */
+    uint64_t t0_ns; /* its start, for the duration histogram */
     bool got_status;
     long status;
     char *snip; /* the start of the answer, while it runs */
@@ -101,6 +102,9 @@ struct upstream {
     uint32_t rnd;
     size_t held, in_flight, waiting;
     uint64_t delivered, retries, dead;
+    uint64_t by_code[UPSTREAM_CODE_MAX], no_answer;
+    uint64_t lat_buckets[UPSTREAM_LAT_N + 1], lat_count;
+    double lat_sum;
     bool failing; /* the last attempt failed (logged once per spell) */
     int depth;    /* inside a user callback */
     bool dying;   /* upstream_free ran inside a callback */
@@ -706,6 +710,7 @@ retry_later(struct cq *q, const char *retry_after, const char *err)
     o.attempts = it->attempts;
     o.status = q->got_status ? q->status : 0;
     o.error = err;
+    o.url = u->conf->url_log;
     o.delay_ms = d;
     o.next_ms = loop_now_ms() + d;
     return notify(u, u->cbs.retry, &o);
@@ -749,6 +754,34 @@ on_data(const char *buf, size_t len, void *arg)
     return q->resp_len > UPSTREAM_RESP_MAX ? -1 : 0;
 }
 
+static const double lat_bounds[UPSTREAM_LAT_N] = {
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+};
+
+const double *
+upstream_latency_bounds(void)
+{
+    return lat_bounds;
+}
+
+/* One attempt ended: by its answer's status, and by how long it took. */
+static void
+count_attempt(struct upstream *u, const struct cq *q)
+{
+    double s = (double)(loop_now_ns() - q->t0_ns) / 1e9;
+    size_t i;
+
+    if (q->got_status && q->status >= 100 && q->status < UPSTREAM_CODE_MAX)
+        u->by_code[q->status]++;
+    else
+        u->no_answer++;
+    for (i = 0; i < UPSTREAM_LAT_N && s > lat_bounds[i]; i++)
+        ;
+    u->lat_buckets[i]++;
+    u->lat_count++;
+    u->lat_sum += s;
+}
+
 static void
 on_done(const struct loop_http_resp *res, void *arg)
 {
@@ -763,6 +796,7 @@ on_done(const struct loop_http_resp *res, void *arg)
     q->call = NULL;
     u->in_flight--;
     schedule_pump(u); /* a slot is free */
+    count_attempt(u, q);
     /* Once a status line came, it decides, even if the body broke off:
      * the upstream has made up its mind. */
     v = q->got_status ? classify(q->status) : V_RETRY;
@@ -806,6 +840,7 @@ on_done(const struct loop_http_resp *res, void *arg)
     o.attempts = it->attempts;
     o.status = status;
     o.error = err;
+    o.url = u->conf->url_log;
     notify(u, v == V_DELIVERED ? u->cbs.delivered : u->cbs.dead, &o);
     item_free(it);
 }
@@ -838,6 +873,7 @@ start(struct cq *q)
     q->status = 0;
     q->snip_len = 0;
     q->resp_len = 0;
+    q->t0_ns = loop_now_ns();
     it->attempts++;
     q->call = loop_http(u->l, &hr, on_headers, on_data, on_done, q);
     c->hdrs[c->nlines] = NULL;
@@ -1021,6 +1057,11 @@ upstream_stats(const struct upstream *u, struct upstream_stats *st)
     st->delivered = u->delivered;
     st->retries = u->retries;
     st->dead = u->dead;
+    memcpy(st->by_code, u->by_code, sizeof(st->by_code));
+    st->no_answer = u->no_answer;
+    memcpy(st->lat_buckets, u->lat_buckets, sizeof(st->lat_buckets));
+    st->lat_count = u->lat_count;
+    st->lat_sum = u->lat_sum;
 }
 
 /* ---- the token file --------------------------------------------------- */

@@ -67,6 +67,7 @@ struct upstream_outcome {
     unsigned attempts; /* made so far, this one included */
     long status;       /* HTTP status of this attempt; 0: none came */
     const char *error; /* why it failed, bounded; "" when delivered */
+    const char *url;   /* where it went, fit for a log (no userinfo) */
     uint64_t delay_ms; /* retry: the next attempt comes in delay_ms, */
     uint64_t next_ms;  /* at loop_now_ms() == next_ms */
 };
@@ -122,12 +123,27 @@ void upstream_free(struct upstream *u);
 int upstream_submit(struct upstream *u, const char *report_id,
                     const char *container_id, const char *body, size_t len);
 
+/* Attempts by the upstream's answer: index = HTTP status (100..599);
+ * no_answer: none came (connection refused, timeout, TLS...). */
+#define UPSTREAM_CODE_MAX 600
+/* The attempt duration histogram's upper bounds, in seconds. */
+#define UPSTREAM_LAT_N 12
+const double *upstream_latency_bounds(void);
+
 struct upstream_stats {
     size_t held;       /* reports submitted, not yet delivered or dead */
     size_t in_flight;  /* requests running now */
     size_t waiting;    /* containers whose head report awaits a retry */
     size_t containers; /* containers with reports held */
     uint64_t delivered, retries, dead; /* totals */
+    uint64_t by_code[UPSTREAM_CODE_MAX];
+    uint64_t no_answer;
+    /* Attempts by duration, from the request's start to its end:
+     * lat_buckets[i] counts those <= bound i (not cumulative), the last
+     * one those above every bound. */
+    uint64_t lat_buckets[UPSTREAM_LAT_N + 1];
+    uint64_t lat_count;
+    double lat_sum; /* seconds */
 };
 
 void upstream_stats(const struct upstream *u, struct upstream_stats *st);

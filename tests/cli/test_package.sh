@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
 # The Debian package: runs cpack (DEB) in the build directory into a
-# temporary directory and checks the .deb with dpkg-deb: the binary, the
-# systemd unit, the config (a conffile) and the docs at their paths;
-# Depends computed by dpkg-shlibdeps names the five libraries; the
-# packaged config passes `reapd --check-config`; the packaged unit passes
-# `systemd-analyze verify` (systemd, installed by scripts/deps: without
-# it the test fails) and holds the hardening directives docs/deploy.md promises.
+# temporary directory and checks the .deb with dpkg-deb: the binaries
+# (reapd, reapctl), the systemd unit, the config (a conffile), the docs
+# and the man pages at their paths; Depends computed by dpkg-shlibdeps
+# names the five libraries; the packaged config passes `reapd
+# --check-config` and has its "admin" socket where the unit's
+# RuntimeDirectory= is; the packaged unit passes `systemd-analyze verify`
+# (systemd, installed by scripts/deps: without it the test fails) and
+# holds the hardening directives docs/deploy.md promises.
+#
+# The man pages (docs/man/*.scd, scdoc: installed by scripts/deps) are
+# gzip -9n'd roff with a NAME section, built from the current sources,
+# and cannot fall behind the program: every key agent/config.c accepts
+# has an entry in reapd.json(5), every option and command of `reapd
+# --help` and `reapctl --help` one in reapd(8) and reapctl(8). That check
+# is first shown broken copies (a page without one key, a config.c with
+# one key more) and must refuse them: a check that accepts anything would
+# prove nothing.
 #
 #   bash tests/cli/test_package.sh <build>/reapd <source-dir>
 set -euo pipefail
@@ -69,6 +80,7 @@ has() { # MODE-PREFIX PATH
     { cat "$T/contents" >&2; fail "package lacks $2 (mode $1, root/root)"; }
 }
 has -rwxr-xr-x /usr/sbin/reapd
+has -rwxr-xr-x /usr/sbin/reapctl
 has -rw-r--r-- /lib/systemd/system/reapd.service
 has -rw-r--r-- /etc/reapd/reapd.json
 has -rw-r--r-- /usr/share/doc/reapd/README.md
@@ -80,7 +92,11 @@ for d in "$SRC"/docs/*.md; do
   ndocs=$((ndocs + 1))
 done
 [ "$ndocs" -gt 0 ] || fail "no docs/*.md in $SRC"
-ok "files: /usr/sbin/reapd, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json + copyright; LICENSE Apache-2.0)"
+MANPAGES=(man8/reapd.8 man8/reapctl.8 man5/reapd.json.5)
+for page in "${MANPAGES[@]}"; do
+  has -rw-r--r-- "/usr/share/man/$page.gz"
+done
+ok "files: /usr/sbin/reapd, /usr/sbin/reapctl, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json + copyright; LICENSE Apache-2.0), /usr/share/man/ (${MANPAGES[*]})"
 
 # --- control archive: conffiles, maintainer scripts ----------------------
 dpkg-deb --control "$DEB" "$T/control" || fail "dpkg-deb --control"
@@ -120,6 +136,10 @@ cmp -s "$T/root/lib/systemd/system/reapd.service" "$SRC/deploy/systemd/reapd.ser
 [ "$("$T/root/usr/sbin/reapd" --version)" = "$("$BIN" --version)" ] ||
   fail "packaged binary: $("$T/root/usr/sbin/reapd" --version)"
 ok "packaged config passes reapd --check-config (built and packaged binary)"
+ctl=$("$T/root/usr/sbin/reapctl" --version) || fail "the packaged reapctl does not run"
+[ "$ctl" = "reapctl $version" ] || fail "packaged reapctl --version: $ctl, want reapctl $version"
+[ "$ctl" = "$("$BUILD/reapctl" --version)" ] || fail "packaged reapctl differs from $BUILD/reapctl"
+ok "packaged reapctl runs: $ctl"
 
 # --- the unit file ------------------------------------------------------
 UNIT=$T/root/lib/systemd/system/reapd.service
@@ -131,6 +151,8 @@ want() {
 want 'ExecStart=/usr/sbin/reapd -c /etc/reapd/reapd.json'
 want 'ProtectSystem=strict'
 want 'StateDirectory=reapd'
+# The admin socket's directory, writable under ProtectSystem=strict.
+want 'RuntimeDirectory=reapd'
 want 'NoNewPrivileges=true'
 want 'CapabilityBoundingSet='
 want 'PrivateTmp=true'
@@ -148,7 +170,220 @@ grep -Eq '^WatchdogSec=[1-9][0-9]*$' "$UNIT" || fail "unit: no WatchdogSec="
 if grep -Eq '^(ReadWritePaths|BindPaths)=' "$UNIT"; then
   fail "unit grants more writable paths: $(grep -E '^(ReadWritePaths|BindPaths)=' "$UNIT")"
 fi
-ok "unit: ExecStart, ProtectSystem=strict, only StateDirectory writable, NoNewPrivileges, no capabilities, reload validates, Type=notify with a watchdog"
+ok "unit: ExecStart, ProtectSystem=strict, only StateDirectory (and RuntimeDirectory=reapd) writable, NoNewPrivileges, no capabilities, reload validates, Type=notify with a watchdog"
+
+# The packaged config names the admin socket, in the directory systemd
+# makes for it (RuntimeDirectory=reapd: /run/reapd).
+python3 - "$T/root/etc/reapd/reapd.json" >"$T/admin" 2>&1 <<'PY' ||
+import json, sys
+
+def strip_comments(text):
+    # JSON with // and /* */ comments (as reapd reads it) to plain JSON.
+    out, i, n, in_str = [], 0, len(text), False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\":
+                out.append(text[i + 1])
+                i += 1
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+            out.append(c)
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        elif text.startswith("/*", i):
+            i = text.index("*/", i + 2) + 1
+        else:
+            out.append(c)
+        i += 1
+    return "".join(out)
+
+cfg = json.loads(strip_comments(open(sys.argv[1]).read()))
+admin = cfg.get("admin")
+if not isinstance(admin, dict) or "socket" not in admin:
+    sys.exit("no \"admin\": {\"socket\": ...} in %s" % sys.argv[1])
+print(admin["socket"])
+PY
+  fail "packaged config: $(cat "$T/admin")"
+[ "$(cat "$T/admin")" = /run/reapd/admin.sock ] ||
+  fail "packaged config: admin.socket is $(cat "$T/admin"), not /run/reapd/admin.sock (RuntimeDirectory=reapd)"
+ok "config: \"admin\": {\"socket\": \"/run/reapd/admin.sock\"}, under the unit's RuntimeDirectory=reapd"
+
+# --- the man pages ------------------------------------------------------
+command -v scdoc >/dev/null || fail "scdoc not found: scripts/deps installs it"
+for page in "${MANPAGES[@]}"; do
+  gz=$T/root/usr/share/man/$page.gz
+  name=$(basename "$page")     # reapd.json.5
+  sect=${name##*.}             # 5
+  name=${name%.*}              # reapd.json
+  gzip -t "$gz" 2>"$T/gz" || fail "$page.gz: not gzip: $(cat "$T/gz")"
+  # gzip -9n: no file name or time stamp in the header (FLG 0, MTIME 0),
+  # the best compression (XFL 2).
+  read -r -a hdr < <(head -c 10 "$gz" | od -An -tu1)
+  [ "${hdr[3]}" = 0 ] && [ "${hdr[4]}${hdr[5]}${hdr[6]}${hdr[7]}" = 0000 ] && [ "${hdr[8]}" = 2 ] ||
+    fail "$page.gz: not compressed with gzip -9n (header ${hdr[*]})"
+  zcat "$gz" >"$T/roff"
+  grep -q "^\.TH \"$name\" \"$sect\" " "$T/roff" || fail "$page: no .TH $name $sect"
+  # NAME: the section header, then "name \- what it is".
+  awk '/^\.SH /{s=$2} s=="NAME" && /\\- /{print; exit}' "$T/roff" >"$T/nameline"
+  grep -q "^$name \\\\- [a-z]" "$T/nameline" ||
+    fail "$page: no NAME section with \"$name \\- ...\" (got: $(cat "$T/nameline"))"
+  grep -q '^\.SH SEE ALSO' "$T/roff" || fail "$page: no SEE ALSO section"
+  # Built from the current source (the date line aside, which follows
+  # SOURCE_DATE_EPOCH).
+  scdoc <"$SRC/docs/man/$name.$sect.scd" | grep -v '^\.TH ' >"$T/fresh" ||
+    fail "scdoc rejects docs/man/$name.$sect.scd"
+  grep -v '^\.TH ' "$T/roff" | cmp -s - "$T/fresh" ||
+    fail "$page.gz is not docs/man/$name.$sect.scd as it is now (a stale build?)"
+  if command -v man >/dev/null; then
+    # Rendered, when man-db is there (it is not in scripts/deps): no
+    # groff warning, and the NAME section shows.
+    MANWIDTH=80 man --warnings -l "$gz" >"$T/rendered" 2>"$T/warn" ||
+      fail "man -l $page.gz: $(cat "$T/warn")"
+    [ ! -s "$T/warn" ] || fail "man -l $page.gz warns: $(cat "$T/warn")"
+    grep -A1 '^NAME' "$T/rendered" | grep -q "^ *$name - " ||
+      fail "man -l $page.gz shows no NAME \"$name - ...\""
+  fi
+done
+if command -v man >/dev/null; then how="rendered by man -l without warnings"; else how="man-db not installed: not rendered"; fi
+ok "man pages: ${MANPAGES[*]} gzip -9n'd, .TH and NAME right, SEE ALSO, built from the current docs/man/*.scd; $how"
+
+# Every config key, option and command has its entry in the pages: a
+# line that starts with it in bold (*docker.socket*, *--check-config*,
+# *status*). The keys come from agent/config.c itself: its field tables
+# ({"key", F_...} under <section>_fields[]) and the keys its parse_*
+# functions compare by hand (strcmp(k, "key")).
+cat >"$T/mancheck.py" <<'PY'
+import re, subprocess, sys
+
+# parse_* functions that compare keys by hand, and the path of their keys.
+FUNCS = {"parse_root": "", "parse_upstream": "upstream.", "parse_log": "log.",
+         "parse_policy": "policies[].", "parse_match": "policies[].match."}
+SECTIONS = ["docker", "containerd", "status", "admin", "upstream", "delete",
+            "retention", "log", "policies"]
+
+def config_keys(path):
+    keys, problems = [], []
+    table = func = None
+    for line in open(path):
+        m = re.match(r"static const struct field (\w+)_fields\[\] = \{", line)
+        if m:
+            table = "" if m.group(1) == "top" else m.group(1) + "."
+            continue
+        if table is not None:
+            if line.startswith("};"):
+                table = None
+                continue
+            for k in re.findall(r'\{"([a-z_]+)", F_', line):
+                keys.append(table + k)
+            continue
+        m = re.match(r"(\w+)\(", line)
+        if m:
+            func = m.group(1)
+        for k in re.findall(r'strcmp\((?:m->key|k), "([a-z_]+)"\)', line):
+            if func not in FUNCS:
+                problems.append("agent/config.c: %s compares key \"%s\": "
+                                "tell this test its path (FUNCS)" % (func, k))
+            else:
+                keys.append(FUNCS[func] + k)
+    # Enough found that the extraction still works.
+    for s in SECTIONS:
+        if not any(k.startswith(s + ".") or k.startswith(s + "[]") for k in keys):
+            problems.append("agent/config.c: no key of section %s found" % s)
+    if len(keys) < 40:
+        problems.append("agent/config.c: only %d keys found" % len(keys))
+    return sorted(set(keys)), problems
+
+def entries(page):
+    # The bold words that start a line: each entry's term.
+    return set(re.findall(r"^\*([^*\s]+)\*", open(page).read(), re.M))
+
+def check_keys(config_c, page):
+    keys, problems = config_keys(config_c)
+    have = entries(page)
+    for k in keys:
+        # A key whose value is an object (docker, policies[].match) is
+        # covered by the entries of the keys inside it.
+        if k not in have and not any(e.startswith(k + ".") or e.startswith(k + "[]")
+                                     for e in have):
+            problems.append("%s: no entry for the config key %s" % (page, k))
+    # ... and no entry for a key reapd does not take (any more).
+    for e in sorted(have - set(keys)):
+        problems.append("%s: an entry for %s, which agent/config.c does not take"
+                        % (page, e))
+    return keys, problems
+
+def check_help(binary, page):
+    text = subprocess.run([binary, "--help"], capture_output=True, text=True,
+                          check=True).stdout
+    want = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text))
+    m = re.search(r"^Commands:\n(.*?)(?:\n\n|\Z)", text, re.M | re.S)
+    if m:
+        want |= set(re.findall(r"^  ([a-z][a-z-]*)\b", m.group(1), re.M))
+    have = entries(page)
+    # Options count when they are in bold anywhere in an entry line, as
+    # several can share one (*-c* _FILE_, *--config* _FILE_).
+    lines = [l for l in open(page) if l.startswith("*")]
+    bold = set(w for l in lines for w in re.findall(r"\*([^*\s]+)\*", l))
+    return sorted(want), ["%s: no entry for %s (from %s --help)" % (page, w, binary)
+                          for w in sorted(want) if w not in have and w not in bold]
+
+what = sys.argv[1]
+if what == "keys":
+    found, problems = check_keys(sys.argv[2], sys.argv[3])
+else:
+    found, problems = check_help(sys.argv[2], sys.argv[3])
+for p in problems:
+    print(p, file=sys.stderr)
+if problems:
+    sys.exit(1)
+print(" ".join(found))
+PY
+MAN=$SRC/docs/man
+python3 "$T/mancheck.py" keys "$SRC/agent/config.c" "$MAN/reapd.json.5.scd" >"$T/keys" 2>"$T/err" ||
+  fail "reapd.json(5) is behind agent/config.c: $(cat "$T/err")"
+nkeys=$(wc -w <"$T/keys")
+python3 "$T/mancheck.py" help "$BIN" "$MAN/reapd.8.scd" >"$T/opts" 2>"$T/err" ||
+  fail "reapd(8) is behind reapd --help: $(cat "$T/err")"
+python3 "$T/mancheck.py" help "$BUILD/reapctl" "$MAN/reapctl.8.scd" >"$T/cmds" 2>"$T/err" ||
+  fail "reapctl(8) is behind reapctl --help: $(cat "$T/err")"
+ok "man pages are complete: $nkeys config keys in reapd.json(5), $(wc -w <"$T/opts") options in reapd(8), $(wc -w <"$T/cmds") options and commands in reapctl(8)"
+
+# ... and that check refuses a page without one key (one of each kind:
+# a field table's, a hand-compared one, a policy's), a config.c with one
+# key more, pages without an option or a command.
+for key in retention.max_db_bytes log.format 'policies[].reap_leaked_tasks'; do
+  grep -qw -- "$key" "$T/keys" || fail "the key list lacks $key: $(cat "$T/keys")"
+  grep -vF -- "*$key*" "$MAN/reapd.json.5.scd" >"$T/broken.scd"
+  if python3 "$T/mancheck.py" keys "$SRC/agent/config.c" "$T/broken.scd" >/dev/null 2>"$T/err"; then
+    fail "the key check accepts reapd.json(5) without $key"
+  fi
+  grep -qF "no entry for the config key $key" "$T/err" ||
+    fail "the key check, $key missing, says: $(cat "$T/err")"
+done
+sed 's/^\(static const struct field delete_fields\[\] = {\)$/\1\n    {"new_key", F_INT, 0, 0, 1, NULL},/' \
+  "$SRC/agent/config.c" >"$T/config.c"
+grep -q '"new_key", F_INT' "$T/config.c" || fail "could not add a key to a copy of agent/config.c"
+if python3 "$T/mancheck.py" keys "$T/config.c" "$MAN/reapd.json.5.scd" >/dev/null 2>"$T/err"; then
+  fail "the key check misses a key added to agent/config.c"
+fi
+grep -qF "no entry for the config key delete.new_key" "$T/err" ||
+  fail "the key check, delete.new_key added, says: $(cat "$T/err")"
+grep -v '^\*--check-config\*' "$MAN/reapd.8.scd" >"$T/broken.scd"
+if python3 "$T/mancheck.py" help "$BIN" "$T/broken.scd" >/dev/null 2>&1; then
+  fail "the option check accepts reapd(8) without --check-config"
+fi
+grep -v '^\*drain\*' "$MAN/reapctl.8.scd" >"$T/broken.scd"
+if python3 "$T/mancheck.py" help "$BUILD/reapctl" "$T/broken.scd" >/dev/null 2>"$T/err"; then
+  fail "the command check accepts reapctl(8) without drain"
+fi
+grep -qF "no entry for drain" "$T/err" || fail "the command check, drain missing, says: $(cat "$T/err")"
+ok "the completeness check refuses reapd.json(5) without retention.max_db_bytes, log.format or policies[].reap_leaked_tasks, a config.c with delete.new_key, reapd(8) without --check-config, reapctl(8) without drain"
 
 command -v systemd-analyze >/dev/null ||
   fail "systemd-analyze not found: install systemd (scripts/deps does); the unit file cannot be verified"

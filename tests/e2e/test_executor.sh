@@ -134,6 +134,12 @@ assert_eq 0 "$rc" "reapctl status on a ready reapd"
 assert_json "$(cat "$D/status.json")" '.ready == true and .outbox.dead == 0 and .outbox.pending == 0' "status"
 grep -q '"admin: 3 dead letters requeued"\|admin: 3 dead letters requeued' "$D/reapd.log" ||
   fail "the requeue is not in reapd's log"
+# JSON log records carry the stable keys: the refusals name their report,
+# the upstream's answer and its URL; a report made names its state.
+jq -R -e -s --arg u "http://127.0.0.1:$port/reports" '[split("\n")[] | fromjson? | objects]
+  | any(.[]; .report_id != null and .http_status == 400 and .url == $u and .level == "error")
+    and any(.[]; .report_id != null and .state != null and (.msg | startswith("report ")))' \
+  "$D/reapd.log" >/dev/null || fail "no JSON log record with report_id, http_status, url and state"
 
 kill "$RECV_PID"
 e2e_pass

@@ -77,6 +77,15 @@ assert_eq 0 "$(pending)" "pending once the upstream is back"
 metrics=$(curl -s "$REAPD_URL/metrics")
 grep -q '^reapd_outbox_reports{state="dead"} 1$' <<<"$metrics" ||
   fail "the dead letter is not in the metrics"
+# Attempts by answer, as the receiver saw them (since the restart: the
+# counters are the process's).
+code_count() { awk -v k="reapd_upstream_requests_total{code=\"$1\"}" '$1 == k {print $2}' <<<"$metrics"; }
+assert_eq 1 "$(code_count 400)" "attempts answered 400"
+assert_eq 3 "$(code_count 200)" "attempts answered 200"
+attempts=$(awk '$1 == "reapd_upstream_request_duration_seconds_count" {print $2}' <<<"$metrics")
+answered=$(grep -o '^reapd_upstream_requests_total{code="[0-9]*"} [0-9]*' <<<"$metrics" | awk '{n += $2} END {print n + 0}')
+none=$(code_count none)
+assert_eq "$attempts" "$((answered + none))" "attempts in the duration histogram and by answer"
 
 # Every request: the contract's headers, the token, the body = a report.
 jq -e -s --arg t "Bearer $token" 'all(.[];

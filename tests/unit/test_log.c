@@ -502,12 +502,72 @@ test_journal_detected(void **state)
     close(saved);
 }
 
+/* The stable keys of JSON records: report_id, state, http_status and
+ * url, each where given, bounded like the rest; text records keep their
+ * message as it is. */
+static void
+test_json_fields(void **state)
+{
+    struct fixture *f = *state;
+    struct log_fields fl = {.report_id = "0123456789abcdef0123456789abcdef",
+                            .state = "confirming",
+                            .http_status = 503,
+                            .url = "http://collector:8080/reports"};
+    struct json_node *root;
+    const char *text, *nl;
+    char big[4096];
+
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_JSON);
+    log_fields(LOG_LEVEL_WARN, CID, &fl, "report %s: HTTP %d", fl.report_id,
+               fl.http_status);
+    text = logged(f);
+    nl = strchr(text, '\n');
+    root = parse_line(text, (size_t)(nl - text));
+    assert_string_equal(member(root, "container"), CID);
+    assert_string_equal(member(root, "report_id"), fl.report_id);
+    assert_string_equal(member(root, "state"), "confirming");
+    assert_string_equal(member(root, "url"), fl.url);
+    assert_int_equal(json_get(root, "http_status")->type, JSON_NUMBER);
+    assert_int_equal(strtol(json_get(root, "http_status")->str, NULL, 10),
+                     503);
+    json_free(root);
+
+    /* Absent ones are absent, not null; an oversized one is cut. */
+    memset(big, 'u', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    log_fields(LOG_LEVEL_INFO, NULL,
+               &(struct log_fields){.report_id = "r1", .url = big}, "x");
+    log_fields(LOG_LEVEL_INFO, NULL, NULL, "y");
+    text = logged(f);
+    text = strchr(text, '\n') + 1;
+    nl = strchr(text, '\n');
+    root = parse_line(text, (size_t)(nl - text));
+    assert_string_equal(member(root, "report_id"), "r1");
+    assert_null(json_get(root, "state"));
+    assert_null(json_get(root, "http_status"));
+    assert_true(strlen(member(root, "url")) < 1100);
+    json_free(root);
+    text = nl + 1;
+    nl = strchr(text, '\n');
+    root = parse_line(text, (size_t)(nl - text));
+    assert_null(json_get(root, "report_id"));
+    assert_string_equal(member(root, "msg"), "y");
+    json_free(root);
+
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_TEXT);
+    log_fields(LOG_LEVEL_INFO, NULL, &fl, "plain %d", 1);
+    text = logged(f);
+    assert_non_null(strstr(text, "INFO  plain 1\n"));
+    assert_null(strstr(strstr(text, "INFO  plain 1"), "report_id"));
+}
+
 int
 main(void)
 {
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_text_record),
+        T(test_json_fields),
         T(test_text_without_container),
         T(test_text_stays_one_line),
         T(test_text_transition),

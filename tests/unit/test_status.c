@@ -42,6 +42,7 @@
 #include "status.h"
 #include "store.h"
 #include "testutil.h"
+#include "upstream.h"
 
 static const char *A =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
@@ -447,9 +448,10 @@ t_metrics(void **state)
      * 2 eviction states, timed-out requests, accept errors; 2 stream
      * reconnect counters; rejected events, 2 truncation kinds,
      * undecidable containers; held DELETEs; the engine's identity;
-     * Docker connected and the last event's time; each
-     * histogram
-     * series: its buckets, +Inf, _sum and _count. */
+     * Docker connected and the last event's time; 4 held-request
+     * figures; upstream attempts
+     * with no answer (no upstream: no status codes); each histogram
+     * series (the upstream's too): its buckets, +Inf, _sum and _count. */
     {
         size_t nc, ne, nl;
 
@@ -459,9 +461,9 @@ t_metrics(void **state)
         /* CPU, virtual and resident memory, open and max fds, start. */
         assert_int_equal(nprocess, 6);
         assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
-                                      REAPER_CLEANUP_N * (int)(nc + 3) +
+                                      4 + 1 + REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
-                                      (int)(nl + 3));
+                                      (int)(nl + 3) + UPSTREAM_LAT_N + 3);
     }
     resp_clear(&r);
     h_free(h);
@@ -2193,6 +2195,10 @@ t_stream_and_cursor(void **state)
     assert_non_null(strstr(p, "{\"seq\":2,"));
     assert_non_null(strstr(buf2, "{\"seq\":2,"));
     assert_null(strstr(buf2, "{\"seq\":1,"));
+    request(a.h, "GET", "/metrics", &r);
+    assert_int_equal(metric_value(r.body, "reapd_api_streams"), 2);
+    assert_int_equal(metric_value(r.body, "reapd_api_held_requests"), 2);
+    resp_clear(&r);
     close(fd);
     close(fd2);
     TU_RUN_UNTIL(a.h->reapd.l, status_connections(a.h->s) == 0, 2500);

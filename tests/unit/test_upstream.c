@@ -780,6 +780,20 @@ t_retry_503_then_200(void **state)
     assert_int_equal(st.retries, 3);
     assert_int_equal(st.delivered, 1);
     assert_int_equal(st.waiting, 0);
+    /* Each attempt by its answer, and by its duration. */
+    assert_int_equal(st.by_code[503], 3);
+    assert_int_equal(st.by_code[200], 1);
+    assert_int_equal(st.no_answer, 0);
+    assert_int_equal(st.lat_count, 4);
+    {
+        uint64_t n = 0;
+
+        for (i = 0; i <= UPSTREAM_LAT_N; i++)
+            n += st.lat_buckets[i];
+        assert_int_equal(n, 4);
+        assert_true(st.lat_sum > 0 && st.lat_sum < 4 * 3.0);
+        assert_int_equal(st.lat_buckets[UPSTREAM_LAT_N], 0);
+    }
     fx_free(f);
 }
 
@@ -979,6 +993,13 @@ t_refused_then_update(void **state)
     assert_int_equal(f->evs[0].status, 0);
     assert_true(strncmp(f->evs[0].error, "connect: ", 9) == 0);
     assert_int_equal(f->evs[2].attempts, 3);
+    {
+        struct upstream_stats st;
+
+        upstream_stats(f->u, &st);
+        assert_true(st.no_answer >= 3);
+        assert_int_equal(st.by_code[200], 0);
+    }
 
     /* A bad update changes nothing. */
     f->o.url = "ftp://nowhere";
