@@ -434,6 +434,10 @@ out:
     write_all(record, b.len);
 }
 
+static void vlog(enum log_level level, const char *cid,
+                 const struct log_fields *f, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+
 static void
 vlog(enum log_level level, const char *cid, const struct log_fields *f,
      const char *fmt, va_list ap)

@@ -301,8 +301,17 @@ conn_free(struct conn *c)
 {
     struct status *s = c->s;
 
-    if (c->held != NULL)
+    if (c->held != NULL) {
+        struct evhttp_request *req = c->held->req;
+
         held_free(c->held);
+        /* A connection that fails (EOF, a timeout) while its answer is
+         * unfinished lets go of the request instead of freeing it
+         * (http.c, evhttp_connection_incoming_fail): it is ours then. A
+         * request still on the connection goes with it. */
+        if (evhttp_request_get_connection(req) == NULL)
+            evhttp_request_free(req);
+    }
     cl_remove(c);
     if (c->evcon != NULL) {
         if (c->refused)
@@ -1721,12 +1730,15 @@ send_unreported(struct status *s, struct evhttp_request *req, const char *id)
  */
 static bool
 wait_check(struct status *s, struct held *h, struct evhttp_request *req,
-           const char *id, bool final)
+           const char *wanted, bool final)
 {
     struct store_report r;
     struct reaper_view v;
-    int rc = store_latest_report_body(s->store, id, &r);
+    char id[STORE_ID_MAX + 1]; /* `wanted` may be h's, which may end here */
+    int rc;
 
+    snprintf(id, sizeof(id), "%s", wanted);
+    rc = store_latest_report_body(s->store, id, &r);
     if (rc == STORE_NOT_FOUND && !final && reaper_lookup(s->reaper, id, &v))
         return false;
     if (h != NULL)
