@@ -127,13 +127,19 @@ usage(FILE *f)
 {
     fprintf(f,
             "usage: reapd [-c FILE | --config FILE] [--check-config]\n"
+            "             [--print-config]\n"
             "             [--log-level debug|info|warn|error]\n"
             "             [--log-format text|json] [--version] [--help]\n"
             "\n"
             "Watches the Docker engine, settles the true exit code of each\n"
             "container a policy covers, removes it, confirms removal and\n"
             "reports it. Without -c, reads " DEFAULT_CONFIG " if it\n"
-            "exists, else runs on the embedded default.\n");
+            "exists, else runs on the embedded default.\n"
+            "\n"
+            "--check-config validates the config and exits (0, or 2 with\n"
+            "FILE:LINE:COL lines); --print-config prints the effective\n"
+            "config as JSON, defaults filled in and secrets redacted,\n"
+            "as GET /v1/config shows it.\n");
 }
 
 static void
@@ -391,6 +397,7 @@ main(int argc, char **argv)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {"check-config", no_argument, NULL, 'C'},
+        {"print-config", no_argument, NULL, 'P'},
         {"log-level", required_argument, NULL, 'l'},
         {"log-format", required_argument, NULL, 'f'},
         {"version", no_argument, NULL, 'V'},
@@ -398,7 +405,7 @@ main(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     struct app a;
-    bool check = false;
+    bool check = false, print = false;
     struct docker *docker = NULL;
     struct ctrd *ctrd = NULL;
     struct store *store = NULL;
@@ -418,6 +425,9 @@ main(int argc, char **argv)
             break;
         case 'C':
             check = true;
+            break;
+        case 'P':
+            print = true;
             break;
         case 'l':
             if (log_level_parse(optarg, &a.log_level) != 0) {
@@ -453,6 +463,20 @@ main(int argc, char **argv)
         a.config_path = DEFAULT_CONFIG;
     if (load_config(a.config_path, &a.cfg) != 0)
         return 2;
+    if (print) {
+        size_t len;
+        char *json = config_to_json(a.cfg, true, &len);
+
+        config_free(a.cfg);
+        if (json == NULL) {
+            fprintf(stderr, "reapd: out of memory\n");
+            return 1;
+        }
+        fwrite(json, 1, len, stdout);
+        fputc('\n', stdout);
+        free(json);
+        return fflush(stdout) == 0 ? 0 : 1;
+    }
     if (check) {
         printf("%s: OK\n", a.config_path ? a.config_path : "<default>");
         config_free(a.cfg);

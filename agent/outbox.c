@@ -163,7 +163,7 @@ undeliverable(struct outbox *ob, const struct store_report *r, int rc)
     ob->stats.dead++;
     log_error(r->container_id,
               "report %s is a dead letter (%s): %s; it stays in the state "
-              "database and reports.jsonl",
+              "database (and reports.jsonl, or a rotated copy)",
               r->report_id, store_dead_reason_name(why), err);
     return true;
 }

@@ -3,6 +3,7 @@
  */
 #include "outcome.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,8 +209,16 @@ outcome_report(struct rec *c)
     /* reports.jsonl first, then the store: a crash between the two
      * leaves the record unforgotten, so the same report (same id) is made
      * again after the restart; never the other way round. */
+    errno = 0;
     journaled = r->rl != NULL && persist_journal_append(r, json, len) == 0;
-    if (r->rl != NULL && !journaled) {
+    if (r->rl != NULL && !journaled && errno == EAGAIN) {
+        /* A rotation's checkpoint is not on disk yet: nothing goes into
+         * the new file before it is (docs/state.md, "Rotation"). */
+        log_info(c->id,
+                 "report %s goes to the state database alone (synced): "
+                 "%s is being rotated",
+                 rep.report_id, report_log_path(r->rl));
+    } else if (r->rl != NULL && !journaled) {
         r->st.report_errors++;
         log_error(c->id, "cannot append the report to %s: %m",
                   report_log_path(r->rl));

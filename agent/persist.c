@@ -330,9 +330,12 @@ rotate_journal(struct reaper *r)
     if (report_log_rotate(r->rl, keep) != 0) {
         if (!r->ps.rotate_failing)
             log_error(NULL,
-                      "cannot rotate %s (%lld bytes): %m; it grows on, "
+                      "cannot rotate %s (%lld bytes): %s; it grows on, "
                       "tried again every %d s",
                       report_log_path(r->rl), (long long)end,
+                      errno == ESTALE ? "it is no longer the file reapd "
+                                        "appends to (moved by hand?)"
+                                      : strerror(errno),
                       ROTATE_RETRY_MS / 1000);
         r->ps.rotate_failing = true;
         r->ps.rotate_again_ms = loop_now_ms() + ROTATE_RETRY_MS;
@@ -341,7 +344,7 @@ rotate_journal(struct reaper *r)
     r->ps.rotate_failing = false;
     r->ps.rotations++;
     r->ps.journal_behind = true;
-    log_info(NULL, "%s rotated at %lld bytes (%u older files kept)",
+    log_info(NULL, "%s rotated at %lld bytes (reports_log.keep %u)",
              report_log_path(r->rl), (long long)end, keep);
     journal_catch_up(r);
 }

@@ -97,7 +97,8 @@ void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
 /* Appends a report's line to reports.jsonl (r->rl, not NULL): 0, or -1
  * with errno. EAGAIN: the journal's checkpoint could not be reset after
  * a rotation yet (the state's disk full), and a line appended now would
- * be past it; the report is then stored as one in no journal. */
+ * lie before it, never replayed; the caller then stores the report as
+ * one in no journal. */
 int persist_journal_append(struct reaper *r, const char *json, size_t len);
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush), and a file past

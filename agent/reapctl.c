@@ -98,10 +98,13 @@ static const struct json_limits answer_limits = {
 
 /* ---- usage ----------------------------------------------------------- */
 
+/* A command: its own function, or (run NULL) one request without
+ * arguments whose answer is printed. */
 struct command {
     const char *name;
     int (*run)(struct ctl *c, int argc, char **argv);
     const char *help;
+    const char *method, *path;
 };
 
 static const char usage_head[] =
@@ -863,28 +866,13 @@ out:
     return rc;
 }
 
+/* containers, leaks, audit: one request, its answer printed. */
 static int
-cmd_containers(struct ctl *c, int argc, char **argv)
+cmd_fetch(struct ctl *c, const struct command *cmd, int argc, char **argv)
 {
-    if (no_args("containers", argc, argv) != 0)
+    if (no_args(cmd->name, argc, argv) != 0)
         return EXIT_FAIL;
-    return fetch_and_print(c, "containers", "GET", "/v1/containers");
-}
-
-static int
-cmd_leaks(struct ctl *c, int argc, char **argv)
-{
-    if (no_args("leaks", argc, argv) != 0)
-        return EXIT_FAIL;
-    return fetch_and_print(c, "leaks", "GET", "/v1/leaks");
-}
-
-static int
-cmd_audit(struct ctl *c, int argc, char **argv)
-{
-    if (no_args("audit", argc, argv) != 0)
-        return EXIT_FAIL;
-    return fetch_and_print(c, "audit", "POST", "/v1/audit");
+    return fetch_and_print(c, cmd->name, cmd->method, cmd->path);
 }
 
 static int
@@ -1413,15 +1401,15 @@ cmd_drain(struct ctl *c, int argc, char **argv)
 /* ---- main ------------------------------------------------------------ */
 
 static const struct command commands[] = {
-    {"status", cmd_status, help_status},
-    {"containers", cmd_containers, help_containers},
-    {"show", cmd_show, help_show},
-    {"leaks", cmd_leaks, help_leaks},
-    {"wait", cmd_wait, help_wait},
-    {"reports", cmd_reports, help_reports},
-    {"requeue", cmd_requeue, help_requeue},
-    {"drain", cmd_drain, help_drain},
-    {"audit", cmd_audit, help_audit},
+    {"status", cmd_status, help_status, NULL, NULL},
+    {"containers", NULL, help_containers, "GET", "/v1/containers"},
+    {"show", cmd_show, help_show, NULL, NULL},
+    {"leaks", NULL, help_leaks, "GET", "/v1/leaks"},
+    {"wait", cmd_wait, help_wait, NULL, NULL},
+    {"reports", cmd_reports, help_reports, NULL, NULL},
+    {"requeue", cmd_requeue, help_requeue, NULL, NULL},
+    {"drain", cmd_drain, help_drain, NULL, NULL},
+    {"audit", NULL, help_audit, "POST", "/v1/audit"},
 };
 
 /* All of it, or the part of one command. 0, or EXIT_FAIL when stdout
@@ -1519,7 +1507,8 @@ main(int argc, char **argv)
     curl_up = true;
     if (ctl_open(&c, socket, url, token_file) != 0)
         goto out;
-    rc = cmd->run(&c, argc - i, argv + i);
+    rc = cmd->run != NULL ? cmd->run(&c, argc - i, argv + i)
+                          : cmd_fetch(&c, cmd, argc - i, argv + i);
 out:
     ctl_close(&c);
     if (curl_up)

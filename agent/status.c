@@ -664,8 +664,7 @@ send_error(struct evhttp_request *req, int code, const char *reason,
         return;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "error");
-    jw_str(g, msg);
+    jw_key_str(g, "error", msg);
     yajl_gen_map_close(g);
     send_json(req, code, reason, g);
     yajl_gen_free(g);
@@ -683,11 +682,9 @@ serve_readyz(struct status *s, struct evhttp_request *req)
         return;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "ready");
-    yajl_gen_bool(g, ready);
+    jw_key_bool(g, "ready", ready);
     if (!ready) {
-        jw_str(g, "reason");
-        jw_str(g, why);
+        jw_key_str(g, "reason", why);
     }
     yajl_gen_map_close(g);
     send_json(req, ready ? 200 : 503, ready ? "OK" : "Service Unavailable", g);
@@ -700,34 +697,25 @@ gen_container(yajl_gen g, const struct reaper_view *v)
     const struct lc *lc = v->lc;
 
     yajl_gen_map_open(g);
-    jw_str(g, "container_id");
-    jw_str(g, v->id);
-    jw_str(g, "name");
-    jw_str(g, v->name);
-    jw_str(g, "image");
-    jw_str(g, v->image);
-    jw_str(g, "policy");
-    jw_str(g, v->policy);
-    jw_str(g, "state");
-    jw_str(g, lc_state_name(v->state));
+    jw_key_str(g, "container_id", v->id);
+    jw_key_str(g, "name", v->name);
+    jw_key_str(g, "image", v->image);
+    jw_key_str(g, "policy", v->policy);
+    jw_key_str(g, "state", lc_state_name(v->state));
     jw_str(g, "exit_code");
     if (lc->exit_known)
         yajl_gen_integer(g, lc->exit_code);
     else
         yajl_gen_null(g);
-    jw_str(g, "exit_code_source");
-    jw_str(g, lc_source_name(lc->source));
+    jw_key_str(g, "exit_code_source", lc_source_name(lc->source));
     jw_str(g, "engine_exit_code");
     if (lc->die_has_code)
         yajl_gen_integer(g, lc->die_code);
     else
         yajl_gen_null(g);
-    jw_str(g, "destroy_seen");
-    yajl_gen_bool(g, lc->destroy_seen);
-    jw_str(g, "gone_polled");
-    yajl_gen_bool(g, lc->gone_polled);
-    jw_str(g, "delete_attempts");
-    yajl_gen_integer(g, lc->delete_attempts);
+    jw_key_bool(g, "destroy_seen", lc->destroy_seen);
+    jw_key_bool(g, "gone_polled", lc->gone_polled);
+    jw_key_int(g, "delete_attempts", lc->delete_attempts);
     jw_str(g, "task_deleted");
     if (lc->task_deleted < 0)
         yajl_gen_null(g);
@@ -1207,6 +1195,9 @@ serve_metrics(struct status *s, struct evhttp_request *req)
     metric(b, "reapd_state_write_errors_total", "counter",
            "Writes to the state database that failed (disk full...).",
            st.store_errors);
+    metric(b, "reapd_reports_log_rotations_total", "counter",
+           "Rotations of reports.jsonl (reports_log.max_bytes).",
+           st.reports_log_rotations);
     metric(b, "reapd_reports_pruned_total", "counter",
            "Delivered reports removed from the state database by "
            "retention.",
@@ -1281,20 +1272,13 @@ visit_leak(const struct reaper_leak_view *v, void *arg)
     yajl_gen g = arg;
 
     yajl_gen_map_open(g);
-    jw_str(g, "container_id");
-    jw_str(g, v->id);
-    jw_str(g, "pid");
-    yajl_gen_integer(g, v->pid);
-    jw_str(g, "status");
-    jw_str(g, v->stopped ? "stopped" : "running");
-    jw_str(g, "audits_seen");
-    yajl_gen_integer(g, v->audits_seen);
-    jw_str(g, "reaping");
-    yajl_gen_bool(g, v->reaping);
-    jw_str(g, "failures");
-    yajl_gen_integer(g, v->failures);
-    jw_str(g, "last_error");
-    jw_str(g, v->last_error);
+    jw_key_str(g, "container_id", v->id);
+    jw_key_int(g, "pid", v->pid);
+    jw_key_str(g, "status", v->stopped ? "stopped" : "running");
+    jw_key_int(g, "audits_seen", v->audits_seen);
+    jw_key_bool(g, "reaping", v->reaping);
+    jw_key_int(g, "failures", v->failures);
+    jw_key_str(g, "last_error", v->last_error);
     yajl_gen_map_close(g);
 }
 
@@ -1310,8 +1294,7 @@ serve_leaks(struct status *s, struct evhttp_request *req)
     }
     reaper_stats(s->reaper, &st);
     yajl_gen_map_open(g);
-    jw_str(g, "containerd");
-    yajl_gen_bool(g, st.containerd);
+    jw_key_bool(g, "containerd", st.containerd);
     jw_str(g, "leaks");
     yajl_gen_array_open(g);
     reaper_foreach_leak(s->reaper, visit_leak, g);
@@ -1378,18 +1361,12 @@ gen_entry(yajl_gen g, const struct store_report *r)
         body =
             json_parse(r->body, r->body_len, &read_limits, 0, NULL, 0, NULL);
     yajl_gen_map_open(g);
-    jw_str(g, "seq");
-    yajl_gen_integer(g, r->seq);
-    jw_str(g, "report_id");
-    jw_str(g, r->report_id);
-    jw_str(g, "delivery");
-    jw_str(g, store_state_name(r->state));
-    jw_str(g, "attempts");
-    yajl_gen_integer(g, r->attempts);
-    jw_str(g, "last_error");
-    jw_str(g, r->last_error);
-    jw_str(g, "dead_reason");
-    jw_str(g, store_dead_reason_name(r->dead_reason));
+    jw_key_int(g, "seq", r->seq);
+    jw_key_str(g, "report_id", r->report_id);
+    jw_key_str(g, "delivery", store_state_name(r->state));
+    jw_key_int(g, "attempts", r->attempts);
+    jw_key_str(g, "last_error", r->last_error);
+    jw_key_str(g, "dead_reason", store_dead_reason_name(r->dead_reason));
     jw_str(g, "report");
     if (body != NULL)
         gen_node(g, body);
@@ -1714,10 +1691,8 @@ send_unreported(struct status *s, struct evhttp_request *req, const char *id)
         return;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "container_id");
-    jw_str(g, id);
-    jw_str(g, "state");
-    jw_str(g, lc_state_name(v.state));
+    jw_key_str(g, "container_id", id);
+    jw_key_str(g, "state", lc_state_name(v.state));
     yajl_gen_map_close(g);
     send_json(req, 202, "Accepted", g);
     yajl_gen_free(g);
@@ -1963,12 +1938,9 @@ drain_check(struct status *s, struct held *h, struct evhttp_request *req,
         return true;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "drained");
-    yajl_gen_bool(g, drained);
-    jw_str(g, "cleaning");
-    yajl_gen_integer(g, (long long)d.cleaning);
-    jw_str(g, "pending");
-    yajl_gen_integer(g, (long long)d.pending);
+    jw_key_bool(g, "drained", drained);
+    jw_key_int(g, "cleaning", (long long)d.cleaning);
+    jw_key_int(g, "pending", (long long)d.pending);
     yajl_gen_map_close(g);
     send_json(req, drained ? 200 : 202, drained ? "OK" : "Accepted", g);
     yajl_gen_free(g);
@@ -2017,13 +1989,10 @@ audit_check(struct status *s, struct held *h, struct evhttp_request *req,
         return true;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "done");
-    yajl_gen_bool(g, au.lists_done >= target);
+    jw_key_bool(g, "done", au.lists_done >= target);
     if (au.lists_done >= target) {
-        jw_str(g, "tasks");
-        yajl_gen_integer(g, (long long)au.tasks);
-        jw_str(g, "leaked_tasks");
-        yajl_gen_integer(g, (long long)au.leaks);
+        jw_key_int(g, "tasks", (long long)au.tasks);
+        jw_key_int(g, "leaked_tasks", (long long)au.leaks);
         jw_str(g, "leaks");
         yajl_gen_array_open(g);
         reaper_foreach_leak(s->reaper, visit_leak, g);
@@ -2194,11 +2163,9 @@ serve_requeue(struct status *s, struct evhttp_request *req,
         goto out;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "requeued");
-    yajl_gen_integer(g, (long long)n);
+    jw_key_int(g, "requeued", (long long)n);
     if (report_id != NULL) {
-        jw_str(g, "report_id");
-        jw_str(g, report_id);
+        jw_key_str(g, "report_id", report_id);
     }
     yajl_gen_map_close(g);
     send_json(req, 200, "OK", g);
@@ -2240,50 +2207,34 @@ serve_status(struct status *s, struct evhttp_request *req)
         return;
     }
     yajl_gen_map_open(g);
-    jw_str(g, "ready");
-    yajl_gen_bool(g, ready);
+    jw_key_bool(g, "ready", ready);
     if (!ready) {
-        jw_str(g, "reason");
-        jw_str(g, why);
+        jw_key_str(g, "reason", why);
     }
-    jw_str(g, "version");
-    jw_str(g, REAPD_VERSION);
-    jw_str(g, "revision");
-    jw_str(g, REAPD_REVISION);
-    jw_str(g, "node");
-    jw_str(g, s->cfg != NULL ? s->cfg->node : NULL);
-    jw_str(g, "docker_connected");
-    yajl_gen_bool(g, st.docker_connected);
-    jw_str(g, "containerd");
-    yajl_gen_bool(g, st.containerd);
-    jw_str(g, "containerd_connected");
-    yajl_gen_bool(g, st.containerd_connected);
+    jw_key_str(g, "version", REAPD_VERSION);
+    jw_key_str(g, "revision", REAPD_REVISION);
+    jw_key_str(g, "node", s->cfg != NULL ? s->cfg->node : NULL);
+    jw_key_bool(g, "docker_connected", st.docker_connected);
+    jw_key_bool(g, "containerd", st.containerd);
+    jw_key_bool(g, "containerd_connected", st.containerd_connected);
     jw_str(g, "containers");
     yajl_gen_map_open(g);
-    jw_str(g, "total");
-    yajl_gen_integer(g, (long long)st.tracked);
-    jw_str(g, "cleaning");
-    yajl_gen_integer(g, (long long)d.cleaning);
+    jw_key_int(g, "total", (long long)st.tracked);
+    jw_key_int(g, "cleaning", (long long)d.cleaning);
     for (i = 0; i < LC_NSTATES; i++) {
         jw_str(g, lc_state_name((enum lc_state)i));
         yajl_gen_integer(g, (long long)st.by_state[i]);
     }
     yajl_gen_map_close(g);
-    jw_str(g, "leaked_tasks");
-    yajl_gen_integer(g, (long long)st.leaked_tasks);
+    jw_key_int(g, "leaked_tasks", (long long)st.leaked_tasks);
     jw_str(g, "outbox");
     yajl_gen_map_open(g);
-    jw_str(g, "pending");
-    yajl_gen_integer(g, (long long)sc.pending);
-    jw_str(g, "delivered");
-    yajl_gen_integer(g, (long long)sc.delivered);
-    jw_str(g, "dead");
-    yajl_gen_integer(g, (long long)sc.dead);
-    jw_str(g, "unstored");
-    yajl_gen_integer(g, (long long)st.reports_unsaved);
+    jw_key_int(g, "pending", (long long)sc.pending);
+    jw_key_int(g, "delivered", (long long)sc.delivered);
+    jw_key_int(g, "dead", (long long)sc.dead);
+    jw_key_int(g, "unstored", (long long)st.reports_unsaved);
     yajl_gen_map_close(g);
-    jw_str(g, "last_seq");
-    yajl_gen_integer(g, (long long)last);
+    jw_key_int(g, "last_seq", (long long)last);
     yajl_gen_map_close(g);
     send_json(req, 200, "OK", g);
     yajl_gen_free(g);
@@ -2485,8 +2436,7 @@ on_request(struct evhttp_request *req, void *arg)
             return;
         }
         yajl_gen_map_open(g);
-        jw_str(g, "live");
-        yajl_gen_bool(g, 1);
+        jw_key_bool(g, "live", 1);
         yajl_gen_map_close(g);
         send_json(req, 200, "OK", g);
         yajl_gen_free(g);

@@ -33,6 +33,26 @@ grep -q "^$T/bad.json:4:[0-9]*: .*listen" "$T/err" || fail "no line:col for list
 [ "$(wc -l <"$T/err")" -ge 3 ] || fail "expected one line per problem"
 ok "bad config: exit 2 with FILE:LINE:COL per problem"
 
+# --print-config: the effective config as JSON, defaults filled in, the
+# node from the environment, secrets redacted; a bad config exits 2.
+cat >"$T/print.json" <<'JSON'
+{ // a comment, as reapd reads them
+  "upstream": { "url": "http://user:pw-Zq9x@collector:8080/r?k=sekrit",
+                "headers": { "X-Api-Key": "hdr-Zq9x" } },
+  "delete": { "max_in_flight": 3 } }
+JSON
+REAPD_NODE_NAME=node-from-env "$BIN" --print-config -c "$T/print.json" >"$T/printed" 2>"$T/err" ||
+  fail "--print-config: exit $? ($(cat "$T/err"))"
+jq -e '.node == "node-from-env" and .delete.max_in_flight == 3
+       and .delete.poll_interval_ms == 500 and .admin.socket == "/run/reapd/admin.sock"
+       and .upstream.headers["X-Api-Key"] == "<redacted>"' "$T/printed" >/dev/null ||
+  fail "--print-config: $(cat "$T/printed")"
+if grep -q "Zq9x\|sekrit" "$T/printed"; then fail "--print-config shows a secret"; fi
+rc=0
+"$BIN" --print-config -c "$T/bad.json" >/dev/null 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "--print-config on a bad config: exit $rc, want 2"
+ok "--print-config: the effective config, node from REAPD_NODE_NAME, secrets redacted; exit 2 on a bad one"
+
 printf '{ "node": "x", ' >"$T/trunc.json"
 set +e
 "$BIN" --check-config -c "$T/trunc.json" 2>"$T/err"

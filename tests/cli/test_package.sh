@@ -174,41 +174,8 @@ ok "unit: ExecStart, ProtectSystem=strict, only StateDirectory (and RuntimeDirec
 
 # The packaged config names the admin socket, in the directory systemd
 # makes for it (RuntimeDirectory=reapd: /run/reapd).
-python3 - "$T/root/etc/reapd/reapd.json" >"$T/admin" 2>&1 <<'PY' ||
-import json, sys
-
-def strip_comments(text):
-    # JSON with // and /* */ comments (as reapd reads it) to plain JSON.
-    out, i, n, in_str = [], 0, len(text), False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\":
-                out.append(text[i + 1])
-                i += 1
-            elif c == '"':
-                in_str = False
-        elif c == '"':
-            in_str = True
-            out.append(c)
-        elif text.startswith("//", i):
-            while i < n and text[i] != "\n":
-                i += 1
-            continue
-        elif text.startswith("/*", i):
-            i = text.index("*/", i + 2) + 1
-        else:
-            out.append(c)
-        i += 1
-    return "".join(out)
-
-cfg = json.loads(strip_comments(open(sys.argv[1]).read()))
-admin = cfg.get("admin")
-if not isinstance(admin, dict) or "socket" not in admin:
-    sys.exit("no \"admin\": {\"socket\": ...} in %s" % sys.argv[1])
-print(admin["socket"])
-PY
+"$T/root/usr/sbin/reapd" --print-config -c "$T/root/etc/reapd/reapd.json" 2>&1 |
+  jq -r '.admin.socket' >"$T/admin" ||
   fail "packaged config: $(cat "$T/admin")"
 [ "$(cat "$T/admin")" = /run/reapd/admin.sock ] ||
   fail "packaged config: admin.socket is $(cat "$T/admin"), not /run/reapd/admin.sock (RuntimeDirectory=reapd)"
@@ -225,14 +192,19 @@ for page in "${MANPAGES[@]}"; do
   # gzip -9n: no file name or time stamp in the header (FLG 0, MTIME 0),
   # the best compression (XFL 2).
   read -r -a hdr < <(head -c 10 "$gz" | od -An -tu1)
-  [ "${hdr[3]}" = 0 ] && [ "${hdr[4]}${hdr[5]}${hdr[6]}${hdr[7]}" = 0000 ] && [ "${hdr[8]}" = 2 ] ||
+  if [ "${hdr[3]}" != 0 ] || [ "${hdr[4]}${hdr[5]}${hdr[6]}${hdr[7]}" != 0000 ] ||
+    [ "${hdr[8]}" != 2 ]; then
     fail "$page.gz: not compressed with gzip -9n (header ${hdr[*]})"
+  fi
   zcat "$gz" >"$T/roff"
   grep -q "^\.TH \"$name\" \"$sect\" " "$T/roff" || fail "$page: no .TH $name $sect"
-  # NAME: the section header, then "name \- what it is".
-  awk '/^\.SH /{s=$2} s=="NAME" && /\\- /{print; exit}' "$T/roff" >"$T/nameline"
-  grep -q "^$name \\\\- [a-z]" "$T/nameline" ||
-    fail "$page: no NAME section with \"$name \\- ...\" (got: $(cat "$T/nameline"))"
+  # NAME: the section header, then the line "name - what it is" (the
+  # form whatis and apropos read; "\-" would do too), roff's zero-width
+  # "\&" taken out.
+  awk '/^\.SH /{s=$2; next} s=="NAME" && !/^\./{print; exit}' "$T/roff" |
+    sed 's/\\&//g' >"$T/nameline"
+  grep -Eq "^${name//./\\.} \\\\?- [a-z]" "$T/nameline" ||
+    fail "$page: no NAME section with \"$name - ...\" (got: $(cat "$T/nameline"))"
   grep -q '^\.SH SEE ALSO' "$T/roff" || fail "$page: no SEE ALSO section"
   # Built from the current source (the date line aside, which follows
   # SOURCE_DATE_EPOCH).
@@ -299,9 +271,17 @@ def config_keys(path):
         problems.append("agent/config.c: only %d keys found" % len(keys))
     return sorted(set(keys)), problems
 
+def term_lines(page):
+    # An entry: a line that starts with its term in bold, its text
+    # indented (a tab) on the lines that follow.
+    lines = open(page).read().split("\n")
+    return [l for l, nxt in zip(lines, lines[1:] + [""])
+            if l.startswith("*") and nxt.startswith("\t")]
+
 def entries(page):
-    # The bold words that start a line: each entry's term.
-    return set(re.findall(r"^\*([^*\s]+)\*", open(page).read(), re.M))
+    # The bold word that starts each entry: its term.
+    return set(m.group(1) for m in (re.match(r"\*([^*\s]+)\*", l)
+                                    for l in term_lines(page)) if m)
 
 def check_keys(config_c, page):
     keys, problems = config_keys(config_c)
@@ -321,15 +301,17 @@ def check_keys(config_c, page):
 def check_help(binary, page):
     text = subprocess.run([binary, "--help"], capture_output=True, text=True,
                           check=True).stdout
-    want = set(re.findall(r"(?<![\w-])(--?[a-z][a-z-]*)", text))
+    # Long options anywhere; short ones from the usage lines (the prose
+    # after them quotes other programs' options: `docker run -d`).
+    want = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]*)", text))
+    want |= set(re.findall(r"(?<![\w-])(-[a-z])\b", text.split("\n\n")[0]))
     m = re.search(r"^Commands:\n(.*?)(?:\n\n|\Z)", text, re.M | re.S)
     if m:
         want |= set(re.findall(r"^  ([a-z][a-z-]*)\b", m.group(1), re.M))
     have = entries(page)
     # Options count when they are in bold anywhere in an entry line, as
     # several can share one (*-c* _FILE_, *--config* _FILE_).
-    lines = [l for l in open(page) if l.startswith("*")]
-    bold = set(w for l in lines for w in re.findall(r"\*([^*\s]+)\*", l))
+    bold = set(w for l in term_lines(page) for w in re.findall(r"\*([^*\s]+)\*", l))
     return sorted(want), ["%s: no entry for %s (from %s --help)" % (page, w, binary)
                           for w in sorted(want) if w not in have and w not in bold]
 
@@ -358,7 +340,7 @@ ok "man pages are complete: $nkeys config keys in reapd.json(5), $(wc -w <"$T/op
 # a field table's, a hand-compared one, a policy's), a config.c with one
 # key more, pages without an option or a command.
 for key in retention.max_db_bytes log.format 'policies[].reap_leaked_tasks'; do
-  grep -qw -- "$key" "$T/keys" || fail "the key list lacks $key: $(cat "$T/keys")"
+  tr ' ' '\n' <"$T/keys" | grep -qxF -- "$key" || fail "the key list lacks $key: $(cat "$T/keys")"
   grep -vF -- "*$key*" "$MAN/reapd.json.5.scd" >"$T/broken.scd"
   if python3 "$T/mancheck.py" keys "$SRC/agent/config.c" "$T/broken.scd" >/dev/null 2>"$T/err"; then
     fail "the key check accepts reapd.json(5) without $key"

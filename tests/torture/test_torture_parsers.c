@@ -932,6 +932,9 @@ config_differs(const struct config *c, int titus)
         c->retention_delivered_max_count != 100000 ||
         c->retention_max_db_bytes != INT64_C(1073741824))
         return "retention";
+    if (c->reports_log_max_bytes != INT64_C(67108864) ||
+        c->reports_log_keep != 5)
+        return "reports_log";
     if (c->policies.default_action != POLICY_IGNORE)
         return "default_action";
     if (!titus) {

@@ -133,6 +133,8 @@ assert_default_values(const struct config *cfg)
     assert_int_equal(cfg->delete_give_up_after_ms, 0);
     assert_int_equal(cfg->delete_retry_base_ms, 500);
     assert_int_equal(cfg->delete_retry_max_ms, 30000);
+    assert_int_equal(cfg->reports_log_max_bytes, 64 << 20);
+    assert_int_equal(cfg->reports_log_keep, 5);
     assert_int_equal(cfg->policies.default_action, POLICY_IGNORE);
     assert_int_equal(cfg->policies.count, 1);
     p = &cfg->policies.items[0];
@@ -208,6 +210,8 @@ test_every_key(void **state)
     assert_int_equal(cfg->delete_give_up_after_ms, 90000);
     assert_int_equal(cfg->delete_retry_base_ms, 50);
     assert_int_equal(cfg->delete_retry_max_ms, 5000);
+    assert_int_equal(cfg->reports_log_max_bytes, 1048576);
+    assert_int_equal(cfg->reports_log_keep, 0);
     assert_int_equal(cfg->policies.default_action, POLICY_KEEP);
     assert_int_equal(cfg->policies.count, 2);
 
@@ -720,6 +724,65 @@ test_delete_and_log(void **state)
                    "duplicate key \"node\" in the configuration");
 }
 
+/* reports_log: sizes from 64 KiB to 1 TiB, or 0 to never rotate; up to
+ * 100 files kept, or none; both shown in the config in force. */
+static void
+test_reports_log(void **state)
+{
+    struct config *cfg;
+    char *json;
+
+    (void)state;
+    cfg = parse_ok("{\"reports_log\": {\"max_bytes\": 0, \"keep\": 0}}");
+    assert_int_equal(cfg->reports_log_max_bytes, 0);
+    assert_int_equal(cfg->reports_log_keep, 0);
+    config_free(cfg);
+    cfg = parse_ok("{\"reports_log\": {\"max_bytes\": 65536, "
+                   "\"keep\": 100}}");
+    assert_int_equal(cfg->reports_log_max_bytes, 65536);
+    assert_int_equal(cfg->reports_log_keep, 100);
+    json = config_to_json(cfg, true, NULL);
+    assert_non_null(json);
+    assert_non_null(
+        strstr(json, "\"reports_log\":{\"max_bytes\":65536,\"keep\":100}"));
+    free(json);
+    config_free(cfg);
+    cfg = parse_ok("{\"reports_log\": {\"max_bytes\": 1099511627776}}");
+    assert_int_equal(cfg->reports_log_max_bytes, INT64_C(1099511627776));
+    assert_int_equal(cfg->reports_log_keep, 5);
+    config_free(cfg);
+    cfg = config_default();
+    json = config_to_json(cfg, true, NULL);
+    assert_non_null(json);
+    assert_non_null(
+        strstr(json, "\"reports_log\":{\"max_bytes\":67108864,\"keep\":5}"));
+    free(json);
+    config_free(cfg);
+
+    expect_message("{\"reports_log\": {\"max_bytes\": 65535}}",
+                   "reports_log.max_bytes: must be 0 (never rotate) or "
+                   "between 65536 and 1099511627776");
+    expect_message("{\"reports_log\": {\"max_bytes\": 1}}",
+                   "reports_log.max_bytes: must be 0 (never rotate) or "
+                   "between 65536 and 1099511627776");
+    expect_message("{\"reports_log\": {\"max_bytes\": 1099511627777}}",
+                   "reports_log.max_bytes: must be between 0 and "
+                   "1099511627776");
+    expect_message("{\"reports_log\": {\"max_bytes\": -1}}",
+                   "reports_log.max_bytes: must be between 0 and "
+                   "1099511627776");
+    expect_message("{\"reports_log\": {\"max_bytes\": \"64M\"}}",
+                   "reports_log.max_bytes: expected an integer, got string");
+    expect_message("{\"reports_log\": {\"keep\": 101}}",
+                   "reports_log.keep: must be between 0 and 100");
+    expect_message("{\"reports_log\": {\"keep\": -1}}",
+                   "reports_log.keep: must be between 0 and 100");
+    expect_message("{\"reports_log\": {\"max_files\": 3}}",
+                   "unknown key \"max_files\" in reports_log");
+    expect_message("{\"reports_log\": 5}",
+                   "reports_log: expected an object, got number");
+}
+
 static void
 test_key_shown_safely(void **state)
 {
@@ -1002,6 +1065,8 @@ assert_same_config(const struct config *a, const struct config *b)
     assert_int_equal(a->delete_give_up_after_ms, b->delete_give_up_after_ms);
     assert_int_equal(a->delete_retry_base_ms, b->delete_retry_base_ms);
     assert_int_equal(a->delete_retry_max_ms, b->delete_retry_max_ms);
+    assert_int_equal(a->reports_log_max_bytes, b->reports_log_max_bytes);
+    assert_int_equal(a->reports_log_keep, b->reports_log_keep);
     assert_int_equal(a->policies.default_action, b->policies.default_action);
     assert_int_equal(a->policies.count, b->policies.count);
     for (i = 0; i < a->policies.count; i++) {
@@ -1151,6 +1216,7 @@ main(void)
         cmocka_unit_test(test_sockets),
         cmocka_unit_test(test_upstream),
         cmocka_unit_test(test_delete_and_log),
+        cmocka_unit_test(test_reports_log),
         cmocka_unit_test(test_key_shown_safely),
         cmocka_unit_test(test_many_problems_capped),
         cmocka_unit_test(test_load_file_problems),

@@ -347,6 +347,58 @@ t_rejected(void **state)
     fx_free(f);
 }
 
+/*
+ * An operator's requeue (POST /v1/reports/{id}/requeue): a dead letter
+ * goes out again once kicked and is delivered; a pending report requeued
+ * while upstream holds it and retries is delivered once upstream takes
+ * it, with nothing left pending and no second copy queued.
+ */
+static void
+t_requeue(void **state)
+{
+    struct fx *f = fx_new();
+    char id[STORE_REPORT_ID_MAX + 1], id2[STORE_REPORT_ID_MAX + 1];
+    char ctr[STORE_ID_MAX + 1];
+    char *small = body_of(40);
+    uint64_t want = 1;
+    struct store_counts c;
+
+    (void)state;
+    f->srv.code = 422;
+    tu_report_id(id, 1);
+    tu_container_id(ctr, 1);
+    assert_int_equal(store_add_report(f->st, id, ctr, small, 40, 1000),
+                     STORE_OK);
+    fx_start(f);
+    TU_RUN_UNTIL(f->l, n_dead(f, &want), 10000);
+    f->srv.code = 200;
+    assert_int_equal(store_requeue(f->st, id, 2000), STORE_OK);
+    outbox_kick(f->ob);
+    TU_RUN_UNTIL(f->l, is_delivered(f, id), 10000);
+    assert_int_equal(srv_seen(&f->srv, id), 2);
+
+    /* In flight and retrying when requeued. */
+    f->srv.code = 503;
+    tu_report_id(id2, 2);
+    assert_int_equal(store_add_report(f->st, id2, ctr, small, 40, 3000),
+                     STORE_OK);
+    outbox_kick(f->ob);
+    TU_RUN_UNTIL(f->l, srv_seen(&f->srv, id2) >= 2, 10000);
+    assert_int_equal(store_requeue(f->st, id2, 4000), STORE_OK);
+    outbox_kick(f->ob);
+    tu_run_for(f->l, 50);
+    f->srv.code = 200;
+    TU_RUN_UNTIL(f->l, is_delivered(f, id2), 10000);
+    tu_run_for(f->l, 100);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending, 0);
+    assert_int_equal(c.dead, 0);
+    assert_int_equal(c.delivered, 2);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    free(small);
+    fx_free(f);
+}
+
 /* The child of t_disk_full_no_storm: 0, or the number of the check that
  * failed. */
 static int
@@ -418,6 +470,7 @@ main(void)
         cmocka_unit_test(t_bad_ids_do_not_block),
         cmocka_unit_test(t_same_container),
         cmocka_unit_test(t_rejected),
+        cmocka_unit_test(t_requeue),
         cmocka_unit_test(t_disk_full_no_storm),
     };
 

@@ -6,7 +6,11 @@
  * value by value and type by type, because a consumer breaks as easily on
  * a number where it expects null as on a missing key. The appender is
  * checked for what a crash-safe log promises: whole lines only, even when
- * the disk fills up mid-line.
+ * the disk fills up mid-line. Its rotation is checked on its own (shifts,
+ * keep, modes, a symlink in the way) and inside reapd against the fake
+ * engine: only once the store holds the file, the checkpoint reset before
+ * any append, and a kill -9 at every step of it, after which the next
+ * start neither loses a report nor stores one twice.
  */
 #define _GNU_SOURCE /* unshare */
 #include <setjmp.h>
@@ -23,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sqlite3.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -30,9 +36,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "config.h"
+#include "docker.h"
+#include "fake_engine.h"
 #include "json.h"
 #include "log.h"
+#include "loop.h"
+#include "reaper.h"
 #include "report.h"
+#include "store.h"
 #include "testutil.h"
 
 #define CID "02e6f886fdb89aa74ddf893246272aa1971447d17bc86439e1de5be123cef255"
@@ -1353,6 +1365,774 @@ t_journal_many_labels(void **state)
     tu_labset_free(&ls);
 }
 
+/* ---- the journal: rotation ------------------------------------------- */
+
+/* Whether dir/name exists (lstat: a symlink counts). */
+static bool
+exists(const char *dir, const char *name)
+{
+    char path[160];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    return lstat(path, &st) == 0;
+}
+
+/* The report ids of dir/name's lines, in order, into ids (room for
+ * `max`); how many, or -1 if there is no such file. */
+static int
+file_ids(const char *dir, const char *name, char (*ids)[33], int max)
+{
+    char cid[65], *buf, *p, *nl;
+    size_t len;
+    int n = 0;
+
+    if (!exists(dir, name))
+        return -1;
+    buf = tu_read_text(dir, name, &len);
+    for (p = buf; (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+        assert_true(n < max);
+        if (report_line_ids(p, (size_t)(nl - p), ids[n], cid) != 0)
+            fail_msg("%s/%s: line %d is not a report", dir, name, n + 1);
+        n++;
+    }
+    assert_int_equal(*p, '\0'); /* whole lines only */
+    free(buf);
+    return n;
+}
+
+/* dir/name's single line is the report with id `id`. */
+static void
+assert_holds_one(const char *dir, const char *name, const char *id)
+{
+    char ids[4][33];
+
+    assert_int_equal(file_ids(dir, name, ids, 4), 1);
+    assert_string_equal(ids[0], id);
+}
+
+static mode_t
+mode_of(const char *dir, const char *name)
+{
+    char path[160];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISREG(st.st_mode));
+    return st.st_mode & 07777;
+}
+
+/* Removes reports.jsonl.1 .. .REPORT_LOG_KEEP_MAX from `dir`. */
+static void
+rm_rotated(const char *dir)
+{
+    char path[160];
+    unsigned i;
+
+    for (i = 1; i <= REPORT_LOG_KEEP_MAX; i++) {
+        snprintf(path, sizeof(path), "%s/reports.jsonl.%u", dir, i);
+        unlink(path);
+    }
+}
+
+struct steps {
+    enum report_rotate_step v[16];
+    int n;
+};
+
+static void
+record_step(enum report_rotate_step step, void *arg)
+{
+    struct steps *s = arg;
+
+    assert_true(s->n < 16);
+    s->v[s->n++] = step;
+}
+
+/*
+ * Rotation shifts the files and keeps `keep` of them: .1 the newest, the
+ * oldest deleted; the new reports.jsonl is empty, 0640 like the first,
+ * close-on-exec, and takes the appends (the old descriptor is closed);
+ * the rotated files keep their mode. A keep lowered since deletes what
+ * lies beyond it, a number missing (a crash mid-shift) is stepped over,
+ * keep 0 keeps nothing, and a keep beyond the bound is refused.
+ */
+static void
+t_log_rotate(void **state)
+{
+    static const enum report_rotate_step full[] = {
+        REPORT_ROTATE_BEGIN,   REPORT_ROTATE_DROPPED, REPORT_ROTATE_SHIFTED,
+        REPORT_ROTATE_RENAMED, REPORT_ROTATE_CREATED, REPORT_ROTATE_SYNCED,
+    };
+    struct tmp t;
+    struct report_log *rl;
+    struct steps steps = {0};
+    char ids[6][33], path[160];
+    mode_t old = umask(022);
+    struct stat st;
+    bool found;
+    int i;
+
+    (void)state;
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    /* One line per file, rotated three times with keep 2. */
+    for (i = 0; i < 4; i++) {
+        char key[16];
+
+        snprintf(key, sizeof(key), "rot-%d", i);
+        append_one(rl, key, ids[i]);
+        if (i == 3)
+            break;
+        if (i == 2)
+            report_log_set_rotate_hook(record_step, &steps);
+        assert_int_equal(report_log_rotate(rl, 2), 0);
+        report_log_set_rotate_hook(NULL, NULL);
+        assert_int_equal(report_log_end(rl), 0);
+        assert_int_equal(mode_of(t.dir, "reports.jsonl"), 0640);
+        assert_int_equal(file_ids(t.dir, "reports.jsonl", ids + 4, 1), 0);
+    }
+    umask(old);
+    /* The third rotation, with .1 and .2 there: every step, in order. */
+    assert_int_equal(steps.n, 6);
+    assert_memory_equal(steps.v, full, sizeof(full));
+    /* The line appended after it went to the new file, its end too. */
+    assert_holds_one(t.dir, "reports.jsonl", ids[3]);
+    assert_int_equal(lstat(t.path, &st), 0);
+    assert_int_equal(report_log_end(rl), st.st_size);
+    assert_holds_one(t.dir, "reports.jsonl.1", ids[2]);
+    assert_holds_one(t.dir, "reports.jsonl.2", ids[1]);
+    assert_false(exists(t.dir, "reports.jsonl.3"));
+    assert_int_equal(mode_of(t.dir, "reports.jsonl.1"), 0640);
+    assert_int_equal(mode_of(t.dir, "reports.jsonl.2"), 0640);
+    assert_true(tu_open_cloexec(t.path, &found));
+    assert_true(found);
+    snprintf(path, sizeof(path), "%s.1", t.path);
+    tu_open_cloexec(path, &found);
+    assert_false(found); /* the rotated file's descriptor is closed */
+
+    /* Keep lowered to 1: the old .1 and .2 go, and so does a .7 that an
+     * older keep left. */
+    snprintf(path, sizeof(path), "%s.7", t.path);
+    tu_write_file(path, "", 0);
+    assert_int_equal(report_log_rotate(rl, 1), 0);
+    assert_holds_one(t.dir, "reports.jsonl.1", ids[3]);
+    assert_false(exists(t.dir, "reports.jsonl.2"));
+    assert_false(exists(t.dir, "reports.jsonl.7"));
+
+    /* A gap (.2 missing, .3 there: a crash mid-shift) is stepped over. */
+    snprintf(path, sizeof(path), "%s.3", t.path);
+    tu_write_file(path, "", 0);
+    append_one(rl, "rot-4", ids[4]);
+    assert_int_equal(report_log_rotate(rl, 3), 0);
+    assert_holds_one(t.dir, "reports.jsonl.1", ids[4]);
+    assert_holds_one(t.dir, "reports.jsonl.2", ids[3]);
+    assert_false(exists(t.dir, "reports.jsonl.3")); /* was the oldest */
+
+    /* Keep 0: the old file is gone once the new one is in place. */
+    append_one(rl, "rot-5", ids[5]);
+    assert_int_equal(report_log_rotate(rl, 0), 0);
+    assert_false(exists(t.dir, "reports.jsonl.1"));
+    assert_false(exists(t.dir, "reports.jsonl.2"));
+    assert_int_equal(file_ids(t.dir, "reports.jsonl", ids, 1), 0);
+
+    /* Beyond the bound: refused, nothing touched. */
+    append_one(rl, "rot-6", ids[0]);
+    errno = 0;
+    assert_int_equal(report_log_rotate(rl, REPORT_LOG_KEEP_MAX + 1), -1);
+    assert_int_equal(errno, EINVAL);
+    assert_holds_one(t.dir, "reports.jsonl", ids[0]);
+    report_log_close(rl);
+    rm_rotated(t.dir);
+    tmp_free(&t);
+}
+
+struct plant {
+    const char *link, *target;
+};
+
+/* At the rename, something takes the name reports.jsonl: a symlink. */
+static void
+plant_symlink(enum report_rotate_step step, void *arg)
+{
+    const struct plant *p = arg;
+
+    if (step == REPORT_ROTATE_RENAMED)
+        assert_int_equal(symlink(p->target, p->link), 0);
+}
+
+/*
+ * The new reports.jsonl is made, never opened: a symlink that took the
+ * name between the rename and the open is refused (EEXIST), its target is
+ * left alone, and the rotation is undone: reports.jsonl is the old file
+ * again, under its name, and appends go on to it. A reports.jsonl that is
+ * no longer the file appended to (moved by hand) is not rotated (ESTALE).
+ */
+static void
+t_log_rotate_refuses_symlink(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct plant p;
+    char target[160], moved[160], ids[2][33], got[2][33];
+    struct stat st;
+
+    (void)state;
+    tmp_new(&t);
+    snprintf(target, sizeof(target), "%s/target", t.dir);
+    tu_write_file(target, "", 0);
+    p.link = t.path;
+    p.target = target;
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    append_one(rl, "sym-0", ids[0]);
+    report_log_set_rotate_hook(plant_symlink, &p);
+    errno = 0;
+    assert_int_equal(report_log_rotate(rl, 2), -1);
+    assert_int_equal(errno, EEXIST);
+    report_log_set_rotate_hook(NULL, NULL);
+    assert_int_equal(lstat(target, &st), 0);
+    assert_int_equal(st.st_size, 0);
+    assert_false(exists(t.dir, "reports.jsonl.1"));
+    assert_int_equal(mode_of(t.dir, "reports.jsonl"), 0640); /* no link */
+    append_one(rl, "sym-1", ids[1]);
+    assert_int_equal(file_ids(t.dir, "reports.jsonl", got, 2), 2);
+    assert_string_equal(got[0], ids[0]);
+    assert_string_equal(got[1], ids[1]);
+    assert_int_equal(lstat(t.path, &st), 0);
+    assert_int_equal(report_log_end(rl), st.st_size);
+
+    /* Moved away by hand: whatever has the name now is not rotated. */
+    snprintf(moved, sizeof(moved), "%s/moved", t.dir);
+    assert_int_equal(rename(t.path, moved), 0);
+    tu_write_file(t.path, "", 0);
+    errno = 0;
+    assert_int_equal(report_log_rotate(rl, 2), -1);
+    assert_int_equal(errno, ESTALE);
+    assert_false(exists(t.dir, "reports.jsonl.1"));
+    report_log_close(rl);
+    unlink(moved);
+    unlink(target);
+    tmp_free(&t);
+}
+
+/* ---- rotation in reapd: the store, a kill -9 ------------------------- */
+
+/* Rotation every other report: a report here is about 40 KiB (ten labels
+ * of 4000 bytes), the smallest max_bytes 64 KiB. */
+#define ROT_CONFIG      ",\"reports_log\":{\"max_bytes\":65536,\"keep\":2}"
+#define ROT_LABEL_BYTES 4000
+
+/* A container's labels: managed, and ten big ones. Caller frees. */
+static char *
+big_labels(void)
+{
+    struct tu_sbuf b = {0};
+    int i;
+
+    tu_sb_printf(&b, "{\"reapd.managed\":\"true\"");
+    for (i = 0; i < 10; i++)
+        tu_sb_printf(&b, ",\"big%d\":\"%0*d\"", i, ROT_LABEL_BYTES, i);
+    tu_sb_printf(&b, "}");
+    return b.p;
+}
+
+/* Container number `n` runs and exits with `n % 200`. */
+static void
+exit_one(struct tu_reapd *h, unsigned n, const char *labels)
+{
+    char id[STORE_ID_MAX + 1], name[32];
+
+    tu_container_id(id, n);
+    snprintf(name, sizeof(name), "big-%u", n);
+    fake_engine_add(h->fe, id, name, labels, NULL, 1);
+    tu_run_for(h->l, 20);
+    fake_engine_exit(h->fe, id, (int)(n % 200), (int)(n % 200));
+}
+
+static uint64_t
+rotations(const struct tu_reapd *h)
+{
+    struct reaper_stats rs;
+
+    reaper_stats(h->r, &rs);
+    return rs.reports_log_rotations;
+}
+
+static size_t
+unsaved(const struct tu_reapd *h)
+{
+    struct reaper_stats rs;
+
+    reaper_stats(h->r, &rs);
+    return rs.reports_unsaved;
+}
+
+/* reapd on the fake engine with ROT_CONFIG and a store, started. */
+static struct store *
+rot_start(struct tu_reapd *h)
+{
+    struct store *st = NULL;
+    char err[256];
+
+    memset(h, 0, sizeof(*h));
+    tu_reapd_open(h, "rot", "", ROT_CONFIG);
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    assert_int_equal(reaper_start(h->r), 0);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
+    return st;
+}
+
+static void
+rot_stop(struct tu_reapd *h, struct store *st)
+{
+    report_log_set_rotate_hook(NULL, NULL);
+    reaper_free(h->r);
+    h->r = NULL;
+    assert_int_equal(store_close(st), STORE_OK);
+    tu_rm_store(h->dir);
+    rm_rotated(h->dir);
+    tu_reapd_close(h);
+}
+
+static int64_t
+journal_checkpoint(struct store *st)
+{
+    int64_t v = -1;
+
+    assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &v),
+                     STORE_OK);
+    return v;
+}
+
+/* The store's database can take no page more: capped at its size, and
+ * every free page taken. */
+static void
+store_fill(struct store *st)
+{
+    sqlite3 *db = store_sqlite(st);
+    int rc;
+
+    assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "CREATE TABLE IF NOT EXISTS ballast(b BLOB)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    do
+        rc = sqlite3_exec(db, "INSERT INTO ballast VALUES (zeroblob(512))",
+                          NULL, NULL, NULL);
+    while (rc == SQLITE_OK);
+    assert_int_equal(rc, SQLITE_FULL);
+}
+
+/* Appends a report of about 40 KiB (ten big labels) with id key `key`
+ * straight to the journal, as the store never saw it. */
+static void
+append_big(struct report_log *rl, const char *key, char id[33])
+{
+    static char value[ROT_LABEL_BYTES + 1];
+    struct policy_label labels[10];
+    struct report r = full_report();
+    char keys[10][8];
+    size_t len, i;
+    char *s;
+
+    memset(value, 'v', ROT_LABEL_BYTES);
+    for (i = 0; i < 10; i++) {
+        snprintf(keys[i], sizeof(keys[i]), "big%zu", i);
+        labels[i].key = keys[i];
+        labels[i].value = value;
+    }
+    r.labels = labels;
+    r.nlabels = 10;
+    report_make_id(&r, key);
+    memcpy(id, r.report_id, 33);
+    s = report_to_json(&r, &len);
+    assert_non_null(s);
+    assert_int_equal(report_log_append(rl, s, len), 0);
+    free(s);
+}
+
+/*
+ * A file is rotated only once the store holds every line of it: while a
+ * report it holds waits in memory (the store full), the file grows past
+ * max_bytes unrotated, since nothing would replay that report from a
+ * rotated file; once the store takes it, the file is rotated, and the
+ * checkpoint restarts at 0 with the new one. The same at a start, for
+ * lines the replay could not store (a power loss took them from the
+ * store, and its disk is full now).
+ */
+static void
+t_rotation_waits_for_store(void **state)
+{
+    struct tu_reapd h;
+    struct store *st = rot_start(&h);
+    char *labels = big_labels(), ids[4][33], lost[2][33];
+    struct store_report sr;
+    int i;
+
+    (void)state;
+    exit_one(&h, 1, labels);
+    TU_RUN_UNTIL(h.l, h.nreports == 1, 5000);
+    assert_int_equal(rotations(&h), 0);
+    /* The next one's DELETE is on its way when the store fills up. */
+    fake_engine_delay(h.fe, FAKE_DELETE, 300, NULL);
+    exit_one(&h, 2, labels);
+    TU_RUN_UNTIL(h.l, fake_engine_count(h.fe, FAKE_DELETE) == 2, 5000);
+    store_fill(st);
+    TU_RUN_UNTIL(h.l, unsaved(&h) == 1, 5000);
+    tu_run_for(h.l, 1500); /* the store's retries fail meanwhile */
+    assert_int_equal(unsaved(&h), 1);
+    assert_true(report_log_end(h.rl) >= 65536);
+    assert_int_equal(rotations(&h), 0);
+    assert_false(exists(h.dir, "reports.jsonl.1"));
+
+    assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
+    TU_RUN_UNTIL(h.l, rotations(&h) == 1, 5000);
+    assert_int_equal(unsaved(&h), 0);
+    assert_int_equal(h.nreports, 2);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl.1", ids, 4), 2);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl", ids + 2, 2), 0);
+    assert_int_equal(report_log_end(h.rl), 0);
+    assert_int_equal(journal_checkpoint(st), 0);
+
+    /* Stopped; two lines the store lost; it starts again, full. */
+    reaper_free(h.r);
+    docker_free(h.d);
+    for (i = 0; i < 2; i++)
+        append_big(h.rl, i == 0 ? "lost-0" : "lost-1", lost[i]);
+    store_fill(st);
+    tu_reapd_new_reaper(&h);
+    reaper_set_store(h.r, st);
+    assert_int_equal(reaper_start(h.r), 0);
+    assert_int_equal(unsaved(&h), 2);
+    TU_RUN_UNTIL(h.l, reaper_ready(h.r, NULL), 3000);
+    tu_run_for(h.l, 1200);
+    assert_int_equal(rotations(&h), 0);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl", ids, 4), 2);
+    assert_false(exists(h.dir, "reports.jsonl.2"));
+
+    assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
+    TU_RUN_UNTIL(h.l, rotations(&h) == 1, 5000);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl.1", ids, 4), 2);
+    assert_string_equal(ids[0], lost[0]);
+    assert_string_equal(ids[1], lost[1]);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl.2", ids, 4), 2);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(store_get_report(st, lost[i], false, &sr), STORE_OK);
+        store_report_clear(&sr);
+    }
+    assert_int_equal(journal_checkpoint(st), 0);
+    free(labels);
+    rot_stop(&h, st);
+}
+
+/* At the end of a rotation, the state database takes no write: the
+ * checkpoint's reset to 0 fails. */
+static void
+store_read_only_at_synced(enum report_rotate_step step, void *arg)
+{
+    if (step == REPORT_ROTATE_SYNCED)
+        assert_int_equal(sqlite3_exec(store_sqlite(arg),
+                                      "PRAGMA query_only = 1", NULL, NULL,
+                                      NULL),
+                         SQLITE_OK);
+}
+
+/*
+ * Rotated, but the checkpoint's reset could not be written: the stored
+ * checkpoint is past the new file's end, so a line appended now would be
+ * one the next start never replays (the file shorter than the
+ * checkpoint), lost with a kill if the store does not have it either.
+ * No line is appended until the reset is written: the report made
+ * meanwhile waits in memory as one in no journal (its container's record
+ * stays), and is stored once the store takes writes again; then the
+ * checkpoint is 0 and the next report is appended.
+ */
+static void
+t_rotation_checkpoint_first(void **state)
+{
+    struct tu_reapd h;
+    struct store *st = rot_start(&h);
+    char *labels = big_labels(), ids[4][33], cid[STORE_ID_MAX + 1];
+    struct store_report sr;
+    int64_t end;
+
+    (void)state;
+    exit_one(&h, 1, labels);
+    TU_RUN_UNTIL(h.l, h.nreports == 1, 5000);
+    /* Container 2's inspects are slow: its DELETE goes out, and its
+     * report comes after 3's, whose report makes the rotation. */
+    tu_container_id(cid, 2);
+    fake_engine_delay(h.fe, FAKE_INSPECT, 800, cid);
+    exit_one(&h, 2, labels);
+    TU_RUN_UNTIL(h.l, fake_engine_count(h.fe, FAKE_DELETE) == 2, 5000);
+    report_log_set_rotate_hook(store_read_only_at_synced, st);
+    exit_one(&h, 3, labels);
+    TU_RUN_UNTIL(h.l, rotations(&h) == 1, 5000);
+    assert_int_equal(h.nreports, 2);
+    TU_RUN_UNTIL(h.l, unsaved(&h) == 1, 5000);
+    assert_int_equal(report_log_end(h.rl), 0);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl", ids, 4), 0);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl.1", ids, 4), 2);
+
+    assert_int_equal(sqlite3_exec(store_sqlite(st), "PRAGMA query_only = 0",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    TU_RUN_UNTIL(h.l, unsaved(&h) == 0, 5000);
+    assert_int_equal(h.nreports, 3);
+    assert_int_equal(store_latest_report(st, cid, &sr), STORE_OK);
+    store_report_clear(&sr);
+    assert_int_equal(journal_checkpoint(st), 0);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl", ids, 4), 0);
+    exit_one(&h, 4, labels);
+    TU_RUN_UNTIL(h.l, h.nreports == 4, 5000);
+    assert_int_equal(file_ids(h.dir, "reports.jsonl", ids, 4), 1);
+    end = report_log_end(h.rl);
+    assert_true(end > 0);
+    assert_int_equal(journal_checkpoint(st), end);
+    free(labels);
+    rot_stop(&h, st);
+}
+
+/* What the child killed at a step of a rotation shares with the test. */
+#define KILL_MAX_ACKED 64
+struct kill_plan {
+    unsigned target; /* the hook call to die at (1: the first) */
+    bool armed;      /* two rotations done: .1 and .2 exist */
+    unsigned calls;  /* hook calls since armed */
+    bool fired;      /* died at `step` */
+    enum report_rotate_step step;
+    char dir[64];
+    unsigned nacked; /* reports handed on: durable */
+    char acked[KILL_MAX_ACKED][33];
+};
+
+static void
+kill_at_target(enum report_rotate_step step, void *arg)
+{
+    struct kill_plan *kp = arg;
+
+    if (!kp->armed || ++kp->calls != kp->target)
+        return;
+    kp->fired = true;
+    kp->step = step;
+    raise(SIGKILL);
+}
+
+static void
+on_acked(const char *json, size_t len, void *arg)
+{
+    struct kill_plan *kp = arg;
+    char cid[65];
+
+    if (kp->nacked < KILL_MAX_ACKED &&
+        report_line_ids(json, len, kp->acked[kp->nacked], cid) == 0)
+        kp->nacked++;
+}
+
+/* reapd making reports, rotating every other one with keep 2; killed at
+ * the plan's hook call of its third rotation (.1 and .2 there), or, past
+ * the last, after one more report. Never returns but on failure. */
+static int
+rotate_until_killed(void *arg)
+{
+    struct kill_plan *kp = arg;
+    struct tu_reapd h;
+    struct store *st = NULL;
+    char err[256], *labels = big_labels();
+    unsigned n, after = 0;
+
+    memset(&h, 0, sizeof(h));
+    tu_reapd_open(&h, "rotkill", "", ROT_CONFIG);
+    snprintf(kp->dir, sizeof(kp->dir), "%s", h.dir);
+    reaper_on_report(h.r, on_acked, kp);
+    if (store_open(h.dir, &st, err, sizeof(err)) != STORE_OK)
+        return 10;
+    reaper_set_store(h.r, st);
+    if (reaper_start(h.r) != 0)
+        return 11;
+    TU_RUN_UNTIL(h.l, reaper_ready(h.r, NULL), 3000);
+    report_log_set_rotate_hook(kill_at_target, kp);
+    for (n = 1; n < 30; n++) {
+        unsigned before = kp->nacked;
+
+        kp->armed = rotations(&h) >= 2;
+        if (rotations(&h) >= 3 && after++ == 1)
+            raise(SIGKILL); /* plain running, the rotations behind */
+        exit_one(&h, n, labels);
+        TU_RUN_UNTIL(h.l, kp->nacked > before, 5000);
+    }
+    return 12;
+}
+
+/* The ids of every report line in reports.jsonl, .1 and .2 of `dir`
+ * (none beyond keep 2), each checked to be in the store; how many. */
+static int
+ids_in_files(const char *dir, struct store *st, char (*ids)[33], int max)
+{
+    static const char *const names[] = {"reports.jsonl", "reports.jsonl.1",
+                                        "reports.jsonl.2"};
+    struct store_report sr;
+    size_t i;
+    int n = 0, k, j;
+
+    assert_false(exists(dir, "reports.jsonl.3"));
+    for (i = 0; i < 3; i++) {
+        k = file_ids(dir, names[i], ids + n, max - n);
+        for (j = 0; j < k; j++) {
+            if (store_get_report(st, ids[n + j], false, &sr) != STORE_OK)
+                fail_msg("%s: report %s is not in the store", names[i],
+                         ids[n + j]);
+            store_report_clear(&sr);
+        }
+        n += k > 0 ? k : 0;
+    }
+    return n;
+}
+
+struct count {
+    size_t n;
+};
+
+static void
+count_line(const char *line, size_t len, void *arg)
+{
+    (void)line;
+    (void)len;
+    ((struct count *)arg)->n++;
+}
+
+/*
+ * The next start after the kill (reports.jsonl replayed into the store,
+ * as reapd does): every report handed on before the kill is in the store,
+ * every line of every kept file is too (no rotated file holds a report
+ * the store lacks), the store holds nothing else (nothing stored twice),
+ * and the stored checkpoint is the end of reports.jsonl, from where the
+ * replay finds nothing.
+ */
+static void
+check_restart(const struct kill_plan *kp)
+{
+    char text[512], sock[96], ids[2 * KILL_MAX_ACKED][33], err[256];
+    struct config *cfg;
+    struct loop *l;
+    struct docker *d;
+    struct report_log *rl;
+    struct store *st = NULL;
+    struct reaper *r;
+    struct store_report sr;
+    struct store_counts sc;
+    struct count c = {0};
+    struct stat fst;
+    int64_t end = -1;
+    unsigned i;
+    int n, j, distinct;
+
+    snprintf(sock, sizeof(sock), "%s/docker.sock", kp->dir);
+    snprintf(text, sizeof(text),
+             "{\"node\":\"t\",\"state_dir\":\"%s\",\"docker\":{\"socket\":"
+             "\"%s\"}" ROT_CONFIG "}",
+             kp->dir, sock);
+    cfg = tu_config(text);
+    l = loop_new();
+    assert_non_null(l);
+    rl = report_log_open(kp->dir);
+    assert_non_null(rl);
+    assert_int_equal(store_open(kp->dir, &st, err, sizeof(err)), STORE_OK);
+    d = docker_new(l, sock, 2000, 200);
+    assert_non_null(d);
+    r = reaper_new(l, d, cfg, rl);
+    assert_non_null(r);
+    reaper_set_store(r, st);
+    assert_int_equal(reaper_start(r), 0);
+
+    for (i = 0; i < kp->nacked; i++) {
+        if (store_get_report(st, kp->acked[i], false, &sr) != STORE_OK)
+            fail_msg("report %s, made before the kill, is lost", kp->acked[i]);
+        store_report_clear(&sr);
+    }
+    n = ids_in_files(kp->dir, st, ids, KILL_MAX_ACKED);
+    /* Those of the files and those handed on, each once. */
+    for (i = 0; i < kp->nacked; i++)
+        memcpy(ids[n + (int)i], kp->acked[i], 33);
+    distinct = 0;
+    for (j = 0; j < n + (int)kp->nacked; j++) {
+        int k;
+
+        for (k = 0; k < j && strcmp(ids[k], ids[j]) != 0; k++)
+            ;
+        distinct += k == j;
+    }
+    assert_int_equal(store_counts(st, &sc), STORE_OK);
+    assert_int_equal(sc.pending + sc.delivered + sc.dead, distinct);
+
+    assert_int_equal(store_flush(st), STORE_OK);
+    assert_int_equal(mode_of(kp->dir, "reports.jsonl"), 0640);
+    assert_int_equal(lstat(report_log_path(rl), &fst), 0);
+    assert_int_equal(journal_checkpoint(st), fst.st_size);
+    assert_int_equal(report_log_end(rl), fst.st_size);
+    assert_int_equal(report_log_replay(rl, fst.st_size, count_line, &c, &end),
+                     0);
+    assert_int_equal(c.n, 0);
+    assert_int_equal(end, fst.st_size);
+
+    reaper_free(r);
+    docker_free(d);
+    assert_int_equal(store_close(st), STORE_OK);
+    report_log_close(rl);
+    loop_free(l);
+    config_free(cfg);
+    tu_rm_store(kp->dir);
+    rm_rotated(kp->dir);
+    unlink(sock);
+    snprintf(text, sizeof(text), "%s/reports.jsonl", kp->dir);
+    unlink(text);
+    assert_int_equal(rmdir(kp->dir), 0);
+}
+
+/*
+ * kill -9 at each step of a rotation in turn (and once after it, in plain
+ * running): a child makes reports until its third rotation and dies at
+ * the n-th step of it; the next start on what it left must neither lose
+ * a report nor store one twice (check_restart), and does not replay the
+ * rotated file. Every step must have been reached once.
+ */
+static void
+t_rotation_kill9(void **state)
+{
+    struct kill_plan *kp;
+    unsigned seen = 0;
+    int status;
+
+    (void)state;
+    kp = mmap(NULL, sizeof(*kp), PROT_READ | PROT_WRITE,
+              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(kp != MAP_FAILED);
+    do {
+        unsigned target = kp->target + 1;
+
+        memset(kp, 0, sizeof(*kp));
+        kp->target = target;
+        status = tu_fork_status(rotate_until_killed, kp);
+        if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL)
+            fail_msg("the child at step %u ended with status %#x", target,
+                     (unsigned)status);
+        assert_true(kp->dir[0] != '\0');
+        assert_true(kp->nacked >= 5);
+        check_restart(kp);
+        if (kp->fired)
+            seen |= 1u << kp->step;
+    } while (kp->fired && kp->target < 20);
+    assert_false(kp->fired);
+    assert_int_equal(kp->target, 7); /* six steps, then past them */
+    assert_int_equal(seen, (1u << (REPORT_ROTATE_SYNCED + 1)) - 1);
+    munmap(kp, sizeof(*kp));
+}
+
 /* report_line_removed reads only a real `removed: true`: not a string,
  * not the word inside a label, not a line that is not an object. */
 static void
@@ -1409,6 +2189,11 @@ main(void)
         cmocka_unit_test(t_journal_at_bounds),
         cmocka_unit_test(t_journal_over_bounds),
         cmocka_unit_test(t_journal_many_labels),
+        cmocka_unit_test(t_log_rotate),
+        cmocka_unit_test(t_log_rotate_refuses_symlink),
+        cmocka_unit_test(t_rotation_waits_for_store),
+        cmocka_unit_test(t_rotation_checkpoint_first),
+        cmocka_unit_test(t_rotation_kill9),
     };
 
     signal(SIGPIPE, SIG_IGN);

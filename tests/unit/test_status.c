@@ -449,7 +449,7 @@ t_metrics(void **state)
      * reconnect counters; rejected events, 2 truncation kinds,
      * undecidable containers; held DELETEs; the engine's identity;
      * Docker connected and the last event's time; 4 held-request
-     * figures; upstream attempts
+     * figures; journal rotations; upstream attempts
      * with no answer (no upstream: no status codes); each histogram
      * series (the upstream's too): its buckets, +Inf, _sum and _count. */
     {
@@ -461,7 +461,8 @@ t_metrics(void **state)
         /* CPU, virtual and resident memory, open and max fds, start. */
         assert_int_equal(nprocess, 6);
         assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
-                                      4 + 1 + REAPER_CLEANUP_N * (int)(nc + 3) +
+                                      4 + 1 + 1 +
+                                      REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
                                       (int)(nl + 3) + UPSTREAM_LAT_N + 3);
     }
