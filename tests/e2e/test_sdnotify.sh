@@ -14,6 +14,10 @@ RX_PID=""
 # shellcheck disable=SC2317  # run by the EXIT trap
 _rx_on_exit() {
   local rc=$?
+  # _proxy_status hands rc on as a failing status: under errexit it
+  # would end this trap before the engine is stopped.
+  trap - ERR
+  set +e
   [ -z "$RX_PID" ] || kill "$RX_PID" 2>/dev/null || true
   _proxy_status "$rc"
   _e2e_on_exit

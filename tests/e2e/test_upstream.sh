@@ -25,6 +25,10 @@ RECV_PID=$!
 # the test's exit status.
 _recv_on_exit() {
   local rc=$?
+  # _proxy_status hands rc on as a failing status: under errexit it
+  # would end this trap before the engine is stopped.
+  trap - ERR
+  set +e
   kill "$RECV_PID" 2>/dev/null || true
   _proxy_status "$rc"
   _e2e_on_exit
