@@ -116,7 +116,6 @@ enum stmt_id {
     S_REPORT_GET,
     S_REPORT_LATEST,
     S_DUE,
-    S_RECENT,
     S_AFTER,
     S_AFTER_DESC,
     S_LAST_SEQ,
@@ -177,8 +176,6 @@ static const char *const stmt_sql[S_COUNT] = {
     [S_DUE] = "SELECT " REPORT_COLS ", body FROM reports"
               " WHERE head = 1 AND next_attempt_ms <= ?1"
               " ORDER BY seq LIMIT ?2",
-    [S_RECENT] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
-                 " FROM reports ORDER BY seq DESC LIMIT ?1",
     /* ?3 NULL: any container; ?4 NULL: any state. */
     [S_AFTER] = "SELECT " REPORT_COLS ", CASE WHEN ?5 THEN body END"
                 " FROM reports WHERE seq > ?1"
@@ -1620,8 +1617,13 @@ int
 store_recent(struct store *st, size_t max, bool with_body,
              struct store_reports *out)
 {
-    return list_with(st, S_RECENT, (int64_t)max, with_body, max,
-                     "recent reports", out);
+    struct store_query q = {.after = 0,
+                            .newest_first = true,
+                            .max = max,
+                            .state = -1,
+                            .with_body = with_body};
+
+    return store_after(st, &q, out);
 }
 
 /* The one report statement `id` finds for `key` (?1; ?2: with_body). */
