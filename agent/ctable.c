@@ -25,6 +25,42 @@ ctable_cleanup(struct ctable *t)
     free(t->buckets);
     t->buckets = NULL;
     t->nbuckets = t->n = 0;
+    t->thead = t->ttail = NULL;
+}
+
+static void
+t_unlink(struct ctable *t, struct rec *c)
+{
+    if (c->tprev != NULL)
+        c->tprev->tnext = c->tnext;
+    else
+        t->thead = c->tnext;
+    if (c->tnext != NULL)
+        c->tnext->tprev = c->tprev;
+    else
+        t->ttail = c->tprev;
+    c->tprev = c->tnext = NULL;
+}
+
+static void
+t_append(struct ctable *t, struct rec *c)
+{
+    c->tnext = NULL;
+    c->tprev = t->ttail;
+    if (t->ttail != NULL)
+        t->ttail->tnext = c;
+    else
+        t->thead = c;
+    t->ttail = c;
+}
+
+void
+ctable_touch(struct ctable *t, struct rec *c)
+{
+    if (t->ttail == c)
+        return;
+    t_unlink(t, c);
+    t_append(t, c);
 }
 
 static size_t
@@ -54,9 +90,9 @@ ctable_find(const struct ctable *t, const char *id)
 }
 
 static void
-grow(struct ctable *t)
+grow_to(struct ctable *t, size_t n)
 {
-    size_t n = t->nbuckets * 2, i;
+    size_t i;
     struct rec **nb = calloc(n, sizeof(*nb)), *c, *next;
     struct rec **old = t->buckets;
     size_t oldn = t->nbuckets;
@@ -78,16 +114,28 @@ grow(struct ctable *t)
 }
 
 void
+ctable_reserve(struct ctable *t, size_t n)
+{
+    size_t want = t->nbuckets;
+
+    while (want < n && want <= SIZE_MAX / 4 / sizeof(struct rec *))
+        want *= 2;
+    if (want > t->nbuckets)
+        grow_to(t, want);
+}
+
+void
 ctable_add(struct ctable *t, struct rec *c)
 {
     size_t b;
 
     if (t->n >= t->nbuckets)
-        grow(t);
+        grow_to(t, t->nbuckets * 2);
     b = bucket_of(t, c->id);
     c->hnext = t->buckets[b];
     t->buckets[b] = c;
     t->n++;
+    t_append(t, c);
 }
 
 void
@@ -100,6 +148,7 @@ ctable_remove(struct ctable *t, struct rec *c)
     if (*pp == c) {
         *pp = c->hnext;
         t->n--;
+        t_unlink(t, c);
     }
 }
 
@@ -154,6 +203,38 @@ ctable_collect(const struct ctable *t, ctable_pick_fn pick, const void *arg,
     for (c = ctable_first(t, &it); c != NULL; c = ctable_next(t, &it))
         if (pick(c, arg))
             v[(*n)++] = c;
+    return v;
+}
+
+struct rec **
+ctable_collect_front(const struct ctable *t, ctable_pick_fn stop,
+                     ctable_pick_fn pick, const void *arg, size_t *n)
+{
+    struct rec *c;
+    size_t cap = 0;
+    struct rec **v = NULL;
+
+    *n = 0;
+    for (c = t->thead; c != NULL && !stop(c, arg); c = c->tnext) {
+        if (!pick(c, arg))
+            continue;
+        if (*n == cap) {
+            size_t ncap = cap ? cap * 2 : 16;
+            struct rec **nv = realloc(v, ncap * sizeof(*nv));
+
+            if (nv == NULL) {
+                free(v);
+                *n = 0;
+                return NULL;
+            }
+            v = nv;
+            cap = ncap;
+        }
+        v[(*n)++] = c;
+    }
+    /* None is an empty array, not a failure. */
+    if (v == NULL)
+        v = malloc(sizeof(*v));
     return v;
 }
 

@@ -19,6 +19,8 @@ struct ctable {
     struct rec **buckets;
     size_t nbuckets; /* a power of two */
     size_t n;
+    /* Every record, least recently added or touched first. */
+    struct rec *thead, *ttail;
 };
 
 /* 0, or -1 when out of memory. */
@@ -27,9 +29,17 @@ int ctable_init(struct ctable *t);
 void ctable_cleanup(struct ctable *t);
 
 struct rec *ctable_find(const struct ctable *t, const char *id);
-/* Links `c` (its id set) in. */
+/* Links `c` (its id set) in, as the most recently touched. */
 void ctable_add(struct ctable *t, struct rec *c);
 void ctable_remove(struct ctable *t, struct rec *c);
+/* Buckets for n records at once (out of memory: longer chains, still
+ * correct). A relist reserves for what it lists before taking any in:
+ * each doubling rehashes every record, 26 ms at 65,536. */
+void ctable_reserve(struct ctable *t, size_t n);
+/* `c` becomes the most recently touched: a relist touches what it lists,
+ * so what it did not list is found at the front (ctable_collect_front)
+ * without a walk of every record (27 ms at 100,000). */
+void ctable_touch(struct ctable *t, struct rec *c);
 
 /* Walks every record: `for (c = ctable_first(t, &it); c != NULL; c =
  * ctable_next(t, &it))`. The walk may remove (and free) the record it is
@@ -48,6 +58,12 @@ struct rec *ctable_next(const struct ctable *t, struct ctable_iter *it);
 typedef bool (*ctable_pick_fn)(const struct rec *c, const void *arg);
 struct rec **ctable_collect(const struct ctable *t, ctable_pick_fn pick,
                             const void *arg, size_t *n);
+
+/* As ctable_collect, over the least recently touched records only: the
+ * walk ends at the first one `stop` says yes to. */
+struct rec **ctable_collect_front(const struct ctable *t, ctable_pick_fn stop,
+                                  ctable_pick_fn pick, const void *arg,
+                                  size_t *n);
 
 /* Copies name, image and labels into one block owned by `c`: the label
  * array, then the strings. The arguments may point into c's current

@@ -954,6 +954,7 @@ docker_start_req(struct docker *d, enum req_kind kind, const char *method,
     hr.unix_socket = d->socket;
     hr.timeout_ms = d->timeout_ms;
     hr.max_body = max_body;
+    hr.yield = 1; /* a list of 100,000 is tens of megabytes */
     r->call =
         loop_http(d->l, &hr, r->doc != NULL ? on_req_headers : NULL,
                   r->doc != NULL ? on_req_data : NULL, docker_req_done, r);
@@ -1205,6 +1206,7 @@ open_events(struct docker *d)
     hr.connect_timeout_ms = d->timeout_ms;
     hr.max_body = ERR_MAX_BODY; /* only error answers are buffered */
     hr.stream = 1;
+    hr.yield = 1; /* a burst after a reconnection replays thousands */
     stream_connecting(d->st);
     d->wcall = loop_http(d->l, &hr, on_events_headers, on_events_data,
                          on_events_done, d);

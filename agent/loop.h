@@ -63,6 +63,12 @@ struct loop_http_req {
     /* A long-lived stream (an events subscription): started at once,
      * never counted against loop_set_max_calls(). */
     int stream;
+    /* With on_data: once the data callbacks of a loop turn have taken
+     * about 2 ms, the rest waits for the next turn (the transfer is
+     * paused, nothing is lost), so a huge answer or a burst of events
+     * never holds the loop. HTTP/1 only (ignored with prior knowledge:
+     * libcurl 7.88's pausing of an HTTP/2 stream is not relied on). */
+    int yield;
     /* TLS for https upstreams; NULL = system defaults. */
     const char *ca_file;
     const char *client_cert;

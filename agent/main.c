@@ -9,6 +9,9 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <getopt.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -418,6 +421,16 @@ main(int argc, char **argv)
     int opt, result = 1;
 
     memset(&a, 0, sizeof(a));
+#if defined(__GLIBC__)
+    /* glibc gives the top of the heap back past 128 KiB free, and an exit
+     * frees about that much (its answers, parse trees, libcurl's buffers)
+     * just before the next one takes it again: two brk calls per exit, a
+     * TLB shootdown and page faults each time, 10-20% of reapd's CPU per
+     * exit on the real engine (docs/performance.md). A fixed threshold
+     * also keeps big blocks (parse arenas of a large list) mmapped, so
+     * they leave when freed; the relist's end trims the rest. */
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+#endif
     while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':

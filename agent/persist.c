@@ -74,9 +74,21 @@ struct unsaved {
  */
 #define LAZY_COMMIT_MS 1000
 
+/*
+ * The WAL is copied into the database once it holds this many pages, in
+ * a loop turn of its own (store_on_wal). SQLite's automatic checkpoint
+ * did it inside whichever commit crossed its bound (4,000 pages: 37-69
+ * ms of a relist's loop turn, and a report's latency when the commit was
+ * a report's). A copy costs about its distinct pages and two syncs: 256
+ * pages keep one within a few milliseconds, and at an exit's 10-20
+ * frames it comes every dozen exits or so (docs/performance.md).
+ */
+#define CHECKPOINT_PAGES 64
+
 static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_store_retry(evutil_socket_t fd, short what, void *arg);
 static void on_prune(evutil_socket_t fd, short what, void *arg);
+static void on_checkpoint(evutil_socket_t fd, short what, void *arg);
 
 int
 persist_init(struct reaper *r)
@@ -87,7 +99,9 @@ persist_init(struct reaper *r)
     ps->flush_ev = evtimer_new(base, on_flush, r);
     ps->retry = evtimer_new(base, on_store_retry, r);
     ps->prune_timer = evtimer_new(base, on_prune, r);
-    return ps->flush_ev != NULL && ps->retry != NULL && ps->prune_timer != NULL
+    ps->ckpt_ev = evtimer_new(base, on_checkpoint, r);
+    return ps->flush_ev != NULL && ps->retry != NULL &&
+                   ps->prune_timer != NULL && ps->ckpt_ev != NULL
                ? 0
                : -1;
 }
@@ -121,7 +135,11 @@ persist_cleanup(struct reaper *r)
         event_free(ps->retry);
     if (ps->prune_timer != NULL)
         event_free(ps->prune_timer);
-    ps->flush_ev = ps->retry = ps->prune_timer = NULL;
+    if (ps->ckpt_ev != NULL)
+        event_free(ps->ckpt_ev);
+    if (r->store != NULL)
+        store_on_wal(r->store, 0, NULL, NULL);
+    ps->flush_ev = ps->retry = ps->prune_timer = ps->ckpt_ev = NULL;
 }
 
 /* The flush is due within `ms`: an earlier one already scheduled
@@ -207,6 +225,37 @@ persist_flush_now(struct reaper *r)
     persist_result(r, rc, "saving container records");
     if (rc < 0)
         arm_store_retry(r);
+}
+
+/* From inside a commit (store_on_wal): only schedules. A timer, not
+ * event_active, so that the sockets ready meanwhile are read first. */
+static void
+on_wal_full(void *arg)
+{
+    struct reaper *r = arg;
+
+    if (r->ps.ckpt_scheduled || r->ps.ckpt_ev == NULL)
+        return;
+    r->ps.ckpt_scheduled = true;
+    loop_timer_ms(r->ps.ckpt_ev, 0);
+}
+
+static void
+on_checkpoint(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+    int rc;
+
+    (void)fd;
+    (void)what;
+    r->ps.ckpt_scheduled = false;
+    rc = store_checkpoint(r->store);
+    persist_result(r, rc, "copying the WAL into the state database");
+    /* Failed (a full disk): again in a second, and at the next commit. */
+    if (rc < 0) {
+        r->ps.ckpt_scheduled = true;
+        loop_timer_ms(r->ps.ckpt_ev, 1000);
+    }
 }
 
 static void
@@ -852,6 +901,7 @@ persist_start(struct reaper *r)
     }
     if (load_records(r) != 0)
         return -1;
+    store_on_wal(r->store, CHECKPOINT_PAGES, on_wal_full, r);
     evtimer_add(r->ps.prune_timer, &soon);
     return 0;
 }

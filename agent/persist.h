@@ -33,6 +33,8 @@ struct persist {
     bool failing;         /* the last write failed; said once */
     struct event *retry;
     struct event *prune_timer;
+    struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
+    bool ckpt_scheduled;
     uint64_t pruned;
     struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */
     size_t nunsaved;

@@ -1053,6 +1053,14 @@ unlisted(const struct rec *c, const void *arg)
            c->kind != R_DISCOVERING;
 }
 
+/* Touched by this relist (ctable_touch): every record in front of the
+ * first such one is unlisted or newer than the relist. */
+static bool
+listed_now(const struct rec *c, const void *arg)
+{
+    return c->listed_relist == *(const uint32_t *)arg;
+}
+
 /* One entry of the relist's answer, taken in against the records. */
 static void
 relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
@@ -1073,6 +1081,7 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
         return;
     }
     c->listed_relist = gen; /* listed: not absent */
+    ctable_touch(&r->tab, c);
     if (c->kind == R_DISCOVERING) {
         docker_cancel(c->meta_req);
         c->meta_req = NULL;
@@ -1108,7 +1117,8 @@ relist_finish(struct reaper *r)
 
     relist_drop_answer(r);
     /* Records known before this relist was sent and not listed: gone. */
-    absent = ctable_collect(&r->tab, unlisted, &gen, &nabsent);
+    absent =
+        ctable_collect_front(&r->tab, listed_now, unlisted, &gen, &nabsent);
     if (absent == NULL)
         incomplete = true;
     for (i = 0; i < nabsent; i++) {
@@ -1137,8 +1147,9 @@ relist_finish(struct reaper *r)
         r->outage_relist = false;
     }
     /* The answer (megabytes with thousands of containers) is freed now;
-     * the heap it grew would otherwise stay resident for good. */
-    event_active(r->trim_ev, EV_TIMEOUT, 0);
+     * the heap it grew would otherwise stay resident for good. In a turn
+     * of its own: a trim of a big heap takes milliseconds. */
+    loop_timer_ms(r->trim_ev, 0);
 }
 
 /*
@@ -1219,6 +1230,7 @@ on_relist(enum docker_status st, struct docker_list *ans, size_t n,
     r->rl_ans = ans;
     r->rl_n = n;
     r->rl_next = 0;
+    ctable_reserve(&r->tab, r->tab.n + n);
     r->rl_incomplete = false;
     relist_slice(r);
 }

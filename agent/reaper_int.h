@@ -41,7 +41,7 @@ struct policy_label;
 #define JOURNAL_KEY "reports.jsonl.end"
 /* Pending record changes written at once rather than at the loop turn's
  * end (persist_flush_soon). */
-#define FLUSH_SLICE_ROWS 256
+#define FLUSH_SLICE_ROWS 64
 #define MAX_TOMBSTONE    4096
 /* A relist's answer is taken in for at most this long per loop turn. */
 #define RELIST_SLICE_NS 2000000u
@@ -56,6 +56,8 @@ enum rec_kind { R_DISCOVERING, R_IGNORED, R_MANAGED };
 struct rec {
     char id[CTR_ID_SIZE];
     struct rec *hnext; /* the table's chain (ctable.c) */
+    /* ctable's order of touch, least recent first (ctable_touch). */
+    struct rec *tprev, *tnext;
     struct reaper *r;
     enum rec_kind kind;
 

@@ -267,6 +267,11 @@ struct store {
     int64_t page_size;
     int64_t default_max_pages;
     uint64_t commits; /* write transactions committed */
+    uint64_t checkpoints;
+    int wal_pages; /* frames in the WAL since its last reset (on_wal) */
+    int wal_bound;
+    store_wal_cb on_wal_full;
+    void *on_wal_arg;
     store_report_cb on_report;
     void *on_report_arg;
 
@@ -571,6 +576,22 @@ set_full_sync(struct store *st, bool full, const char *what)
 
 /* ---- opening ---------------------------------------------------------- */
 
+/* SQLite's WAL hook, after each commit: only counts. Checkpointing here,
+ * as the default hook does, would make whichever commit crosses the bound
+ * pay for the copy. */
+static int
+on_wal(void *arg, sqlite3 *db, const char *name, int pages)
+{
+    struct store *st = arg;
+
+    (void)db;
+    (void)name;
+    st->wal_pages = pages;
+    if (st->on_wal_full != NULL && pages >= st->wal_bound)
+        st->on_wal_full(st->on_wal_arg);
+    return SQLITE_OK;
+}
+
 /* The single integer a PRAGMA (or any one-value query) answers. */
 static int
 query_int(sqlite3 *db, const char *sql, int64_t *v)
@@ -858,13 +879,13 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
     rc = sqlite3_exec(st->db,
                       "PRAGMA foreign_keys = ON;"
                       "PRAGMA synchronous = NORMAL;"
-                      /* Checkpoints sync the WAL and the file, inside
-                       * whichever commit crosses this many pages (often a
-                       * report's), and cost about the distinct pages
-                       * they copy: rarer ones cost about the same each
-                       * and touch a report four times less often
+                      /* No commit checkpoints (on_wal replaces the
+                       * automatic hook): the caller runs store_checkpoint
+                       * in a loop turn of its own, so a commit (often a
+                       * report's) never carries the copy and its sync,
+                       * and no turn copies more than the caller's bound
                        * (docs/performance.md). */
-                      "PRAGMA wal_autocheckpoint = 4000;"
+                      "PRAGMA wal_autocheckpoint = 0;"
                       /* the WAL is cut back to 4 MiB after a checkpoint */
                       "PRAGMA journal_size_limit = 4194304;"
                       /* The page cache: 512 KiB rather than SQLite's
@@ -880,6 +901,7 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
         result = open_fail_rc(st, rc, "settings");
         goto out;
     }
+    sqlite3_wal_hook(st->db, on_wal, st);
     result = migrate(st);
     if (result != STORE_OK)
         goto out;
@@ -2101,6 +2123,42 @@ uint64_t
 store_commits(const struct store *st)
 {
     return st->commits;
+}
+
+int
+store_wal_pages(const struct store *st)
+{
+    return st->wal_pages;
+}
+
+void
+store_on_wal(struct store *st, int bound, store_wal_cb cb, void *arg)
+{
+    st->wal_bound = bound;
+    st->on_wal_full = cb;
+    st->on_wal_arg = arg;
+}
+
+uint64_t
+store_checkpoints(const struct store *st)
+{
+    return st->checkpoints;
+}
+
+int
+store_checkpoint(struct store *st)
+{
+    int log = 0, done = 0;
+    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                       &log, &done);
+
+    if (rc != SQLITE_OK)
+        return store_fail(st, rc, "checkpoint");
+    st->checkpoints++;
+    /* Every frame copied: the next commit starts the WAL over. */
+    if (done >= log)
+        st->wal_pages = 0;
+    return STORE_OK;
 }
 
 struct sqlite3 *

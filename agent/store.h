@@ -319,6 +319,25 @@ int store_counts(struct store *st, struct store_counts *out);
 /* Write transactions committed since the store was opened. */
 uint64_t store_commits(const struct store *st);
 
+/* Pages in the write-ahead log since it was last started over. No commit
+ * checkpoints: the caller runs store_checkpoint, in a loop turn of its
+ * own, once this passes its bound, so no commit carries a copy of the
+ * WAL into the database and no one copy is longer than the bound. */
+int store_wal_pages(const struct store *st);
+
+/* Copies the WAL into the database and syncs both (a passive checkpoint:
+ * the store has one connection, so it copies every frame). STORE_OK or
+ * an error; the WAL stays as it was on error and the next call tries
+ * again. */
+int store_checkpoint(struct store *st);
+uint64_t store_checkpoints(const struct store *st);
+
+/* cb(arg) after each commit that leaves at least `bound` pages in the
+ * WAL, from inside that commit: it may only schedule the checkpoint. One
+ * callback; NULL removes it. */
+typedef void (*store_wal_cb)(void *arg);
+void store_on_wal(struct store *st, int bound, store_wal_cb cb, void *arg);
+
 /*
  * Retention: deletes delivered reports delivered before
  * now_ms - max_age_ms (max_age_ms < 0: no age limit) and all but the

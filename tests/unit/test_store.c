@@ -2308,6 +2308,58 @@ t_report_carries_pending(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+static void
+count_wal_full(void *arg)
+{
+    (*(unsigned *)arg)++;
+}
+
+/* No commit checkpoints: the WAL grows past SQLite's automatic bound
+ * (1,000 pages) until the caller copies it, told by the hook once past
+ * its own bound; after a checkpoint the next commit starts the WAL
+ * over. */
+static void
+t_checkpoint_by_caller(void **state)
+{
+    struct fx *f = *state;
+    unsigned full = 0, i;
+    char id[CTR_ID_SIZE], json[512];
+
+    store_on_wal(f->st, 64, count_wal_full, &full);
+    memset(json, 'x', sizeof(json) - 1);
+    json[sizeof(json) - 1] = '\0';
+    for (i = 0; store_wal_pages(f->st) <= 1200; i++) {
+        assert_true(i < 20000);
+        snprintf(id, sizeof(id), "%064u", i);
+        assert_int_equal(
+            store_put_container(f->st, id, json, strlen(json), (int64_t)i),
+            STORE_OK);
+        assert_int_equal(store_flush(f->st), STORE_OK);
+        if (store_wal_pages(f->st) < 64)
+            assert_int_equal(full, 0);
+    }
+    assert_true(full > 0);
+    assert_int_equal(store_checkpoints(f->st), 0);
+    assert_int_equal(store_checkpoint(f->st), STORE_OK);
+    assert_int_equal(store_checkpoints(f->st), 1);
+    assert_int_equal(store_wal_pages(f->st), 0);
+    full = 0;
+    assert_int_equal(store_put_container(f->st, id, "{}", 2, 1), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_true(store_wal_pages(f->st) > 0 && store_wal_pages(f->st) < 64);
+    assert_int_equal(full, 0);
+    store_on_wal(f->st, 0, NULL, NULL);
+    /* Everything is where a restart reads it. */
+    reopen(f);
+    {
+        struct store_containers l;
+
+        assert_int_equal(store_get_containers(f->st, &l), STORE_OK);
+        assert_int_equal(l.n, i);
+        store_containers_free(&l);
+    }
+}
+
 int
 main(void)
 {
@@ -2344,6 +2396,7 @@ main(void)
         cmocka_unit_test(t_write_errors),
         cmocka_unit_test(t_kill9),
         T(t_timing),
+        T(t_checkpoint_by_caller),
     };
 #undef T
 
