@@ -14,6 +14,7 @@ int
 ctable_init(struct ctable *t)
 {
     t->n = 0;
+    t->thead = t->ttail = NULL;
     t->buckets = calloc(256, sizeof(*t->buckets));
     t->nbuckets = t->buckets != NULL ? 256 : 0;
     return t->buckets != NULL ? 0 : -1;

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bio.h"
 #include "config.h"
 #include "docker.h"
 #include "log.h"
@@ -75,15 +76,16 @@ struct unsaved {
 #define LAZY_COMMIT_MS 1000
 
 /*
- * The WAL is copied into the database once it holds this many pages, in
- * a loop turn of its own (store_on_wal). SQLite's automatic checkpoint
- * did it inside whichever commit crossed its bound (4,000 pages: 37-69
- * ms of a relist's loop turn, and a report's latency when the commit was
- * a report's). A copy costs about its distinct pages and two syncs: 256
- * pages keep one within a few milliseconds, and at an exit's 10-20
- * frames it comes every dozen exits or so (docs/performance.md).
+ * The WAL is copied into the database once it holds this many pages, on
+ * agent/bio.c's thread (store_on_wal). SQLite's automatic checkpoint did
+ * it inside whichever commit crossed its bound (4,000 pages: 37-69 ms of
+ * a relist's loop turn, and a report's latency when the commit was a
+ * report's). Off the loop its length matters less; meanwhile group
+ * commits wait and a store call that cannot waits for it, so a copy
+ * stays short: about its distinct pages and two syncs, a few
+ * milliseconds at 256 (docs/performance.md).
  */
-#define CHECKPOINT_PAGES 64
+#define CHECKPOINT_PAGES 256
 
 static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_store_retry(evutil_socket_t fd, short what, void *arg);
@@ -100,6 +102,11 @@ persist_init(struct reaper *r)
     ps->retry = evtimer_new(base, on_store_retry, r);
     ps->prune_timer = evtimer_new(base, on_prune, r);
     ps->ckpt_ev = evtimer_new(base, on_checkpoint, r);
+    /* Without the thread (none to be had), the copy runs on the loop. */
+    ps->bio = bio_new(base);
+    if (ps->bio == NULL)
+        log_warn(NULL, "state: no thread for checkpoints; they run on the "
+                       "loop");
     return ps->flush_ev != NULL && ps->retry != NULL &&
                    ps->prune_timer != NULL && ps->ckpt_ev != NULL
                ? 0
@@ -111,6 +118,9 @@ persist_cleanup(struct reaper *r)
 {
     struct persist *ps = &r->ps;
 
+    /* A checkpoint in flight ends first: the store is the loop's again. */
+    bio_free(ps->bio);
+    ps->bio = NULL;
     if (r->store != NULL && store_flush(r->store) < 0)
         log_error(NULL, "state: last flush failed: %s",
                   store_errmsg(r->store));
@@ -156,7 +166,7 @@ flush_within(struct reaper *r, uint64_t ms)
      * start) writes them a slice at a time: their copies, held until the
      * flush, would otherwise interleave with the records made meanwhile
      * and leave the heap fragmented for good (1 KiB per container). */
-    if (store_pending(r->store) >= FLUSH_SLICE_ROWS) {
+    if (store_pending(r->store) >= FLUSH_SLICE_ROWS && !bio_busy(r->ps.bio)) {
         int rc = store_flush(r->store);
 
         persist_result(r, rc, "saving container records");
@@ -241,15 +251,8 @@ on_wal_full(void *arg)
 }
 
 static void
-on_checkpoint(evutil_socket_t fd, short what, void *arg)
+checkpoint_result(struct reaper *r, int rc)
 {
-    struct reaper *r = arg;
-    int rc;
-
-    (void)fd;
-    (void)what;
-    r->ps.ckpt_scheduled = false;
-    rc = store_checkpoint(r->store);
     persist_result(r, rc, "copying the WAL into the state database");
     /* Failed (a full disk): again in a second, and at the next commit. */
     if (rc < 0) {
@@ -258,12 +261,72 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
     }
 }
 
+/* On the bio thread: the store is not touched by the loop meanwhile but
+ * for what cannot wait, and the connection serializes that. */
+static int
+checkpoint_job(void *arg)
+{
+    struct reaper *r = arg;
+
+    return store_checkpoint_bg(r->store);
+}
+
+static void
+checkpoint_done(int rc, void *arg)
+{
+    struct reaper *r = arg;
+
+    checkpoint_result(r, store_checkpoint_end(r->store, rc));
+    if (r->ps.flush_deferred) {
+        r->ps.flush_deferred = false;
+        persist_flush_soon(r);
+    }
+    /* What was committed meanwhile may be past the bound already. */
+    if (store_wal_pages(r->store) >= CHECKPOINT_PAGES)
+        on_wal_full(r);
+}
+
+static void
+on_checkpoint(evutil_socket_t fd, short what, void *arg)
+{
+    struct reaper *r = arg;
+
+    (void)fd;
+    (void)what;
+    r->ps.ckpt_scheduled = false;
+    if (r->ps.bio == NULL) {
+        checkpoint_result(r, store_checkpoint(r->store));
+        return;
+    }
+    if (bio_busy(r->ps.bio))
+        return; /* its end looks at the WAL again */
+    store_checkpoint_begin(r->store);
+    bio_run(r->ps.bio, checkpoint_job, checkpoint_done, r);
+}
+
+bool
+persist_backlogged(const struct reaper *r)
+{
+    return r->store != NULL && bio_busy(r->ps.bio) &&
+           store_pending(r->store) >= FLUSH_SLICE_ROWS;
+}
+
+/* The group commit's timer: put off while the store copies its WAL (the
+ * copy's end flushes), where persist_flush_now, for what must be on disk
+ * before reapd goes on, waits for it. */
 static void
 on_flush(evutil_socket_t fd, short what, void *arg)
 {
+    struct reaper *r = arg;
+
     (void)fd;
     (void)what;
-    persist_flush_now(arg);
+    if (bio_busy(r->ps.bio)) {
+        r->ps.flush_scheduled = false;
+        r->ps.flush_deferred = true;
+        return;
+    }
+    persist_flush_now(r);
 }
 
 /* Without an upstream, reports.jsonl and the store are where a report

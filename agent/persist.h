@@ -35,6 +35,8 @@ struct persist {
     struct event *prune_timer;
     struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
     bool ckpt_scheduled;
+    struct bio *bio;     /* where the checkpoint runs (NULL: on the loop) */
+    bool flush_deferred; /* a group commit waits for the checkpoint */
     uint64_t pruned;
     struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */
     size_t nunsaved;
@@ -51,6 +53,9 @@ struct persist {
 
 /* 0, or -1 when out of memory. */
 int persist_init(struct reaper *r);
+/* The records waiting are as many as one commit takes and the store is
+ * busy with a checkpoint: whoever makes more (a relist's slice) waits. */
+bool persist_backlogged(const struct reaper *r);
 /* A last flush; reports still unsaved are said (they are in
  * reports.jsonl, made again at the next start); frees what init made. */
 void persist_cleanup(struct reaper *r);

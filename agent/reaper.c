@@ -1077,6 +1077,9 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
             r->rl_incomplete = true; /* out of memory: seen next time */
             return;
         }
+        /* Listed, and behind every record older than this relist: where
+         * the search for the absent ones stops (relist_finish). */
+        c->listed_relist = gen;
         decide_listed(c, e);
         return;
     }
@@ -1185,13 +1188,17 @@ relist_slice(struct reaper *r)
             relist_take(r, e, gen);
         if ((r->rl_next & 15) == 0 && loop_now_ns() - t0 >= r->rl_slice_ns)
             break;
+        if (persist_backlogged(r))
+            break;
     }
     if (r->rl_ans == NULL)
         return;
     if (r->rl_next < r->rl_n) {
         /* A timer, not event_active: an event made active from a
-         * callback runs in the same pass, before any socket is read. */
-        loop_timer_ms(r->rl_slice_ev, 0);
+         * callback runs in the same pass, before any socket is read.
+         * The store copying its WAL with a commit's worth of records
+         * waiting: a millisecond later, rather than more waiting. */
+        loop_timer_ms(r->rl_slice_ev, persist_backlogged(r) ? 1 : 0);
         return;
     }
     relist_finish(r);

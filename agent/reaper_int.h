@@ -41,10 +41,10 @@ struct policy_label;
 #define JOURNAL_KEY "reports.jsonl.end"
 /* Pending record changes written at once rather than at the loop turn's
  * end (persist_flush_soon). */
-#define FLUSH_SLICE_ROWS 64
+#define FLUSH_SLICE_ROWS 32
 #define MAX_TOMBSTONE    4096
 /* A relist's answer is taken in for at most this long per loop turn. */
-#define RELIST_SLICE_NS 2000000u
+#define RELIST_SLICE_NS 1000000u
 /* An event up to this long before the subscription still counts as live
  * (the engine stamps it; reapd reads the same clock a little later). */
 #define LIVE_SLACK_NS 2000000000LL

@@ -269,6 +269,9 @@ struct store {
     uint64_t commits; /* write transactions committed */
     uint64_t checkpoints;
     int wal_pages; /* frames in the WAL since its last reset (on_wal) */
+    /* store_checkpoint_bg's, for store_checkpoint_end: */
+    int bg_log, bg_done;
+    uint64_t bg_commits; /* commits when it began */
     int wal_bound;
     store_wal_cb on_wal_full;
     void *on_wal_arg;
@@ -818,7 +821,10 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
     if (result != STORE_OK)
         goto out;
     rc = sqlite3_open_v2(st->path, &st->db,
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+                         /* Serialized: the checkpoint runs on agent/bio.c's
+                          * thread, and a loop call meanwhile waits for it
+                          * rather than racing it. */
+                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
                              SQLITE_OPEN_NOFOLLOW,
                          NULL);
     if (rc != SQLITE_OK) {
@@ -2145,20 +2151,38 @@ store_checkpoints(const struct store *st)
     return st->checkpoints;
 }
 
-int
-store_checkpoint(struct store *st)
+void
+store_checkpoint_begin(struct store *st)
 {
-    int log = 0, done = 0;
-    int rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                       &log, &done);
+    st->bg_commits = st->commits;
+    st->bg_log = st->bg_done = 0;
+}
 
+int
+store_checkpoint_bg(struct store *st)
+{
+    return sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
+                                     &st->bg_log, &st->bg_done);
+}
+
+int
+store_checkpoint_end(struct store *st, int rc)
+{
     if (rc != SQLITE_OK)
         return store_fail(st, rc, "checkpoint");
     st->checkpoints++;
-    /* Every frame copied: the next commit starts the WAL over. */
-    if (done >= log)
+    /* Every frame copied and nothing committed since: the next commit
+     * starts the WAL over (one since has set wal_pages itself). */
+    if (st->bg_done >= st->bg_log && st->commits == st->bg_commits)
         st->wal_pages = 0;
     return STORE_OK;
+}
+
+int
+store_checkpoint(struct store *st)
+{
+    store_checkpoint_begin(st);
+    return store_checkpoint_end(st, store_checkpoint_bg(st));
 }
 
 struct sqlite3 *

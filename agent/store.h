@@ -331,6 +331,14 @@ int store_wal_pages(const struct store *st);
  * again. */
 int store_checkpoint(struct store *st);
 uint64_t store_checkpoints(const struct store *st);
+/* The same in three parts, the middle one on another thread (agent/
+ * bio.c): begin and end on the loop, store_checkpoint_bg in between,
+ * which returns SQLite's result code for store_checkpoint_end. The
+ * connection is serialized: a store call from the loop meanwhile waits
+ * for the copy, so the loop makes none it can put off (persist.c). */
+void store_checkpoint_begin(struct store *st);
+int store_checkpoint_bg(struct store *st);
+int store_checkpoint_end(struct store *st, int rc);
 
 /* cb(arg) after each commit that leaves at least `bound` pages in the
  * WAL, from inside that commit: it may only schedule the checkpoint. One
