@@ -11,6 +11,7 @@
 #include <event2/event.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -97,7 +98,8 @@ struct bio *
 bio_new(struct event_base *base)
 {
     struct bio *b = calloc(1, sizeof(*b));
-    bool mu = false, cv = false;
+    bool mu = false, cv = false, started;
+    sigset_t all, old;
 
     if (b == NULL)
         return NULL;
@@ -115,7 +117,13 @@ bio_new(struct event_base *base)
     b->ev = event_new(base, b->pipe[0], EV_READ | EV_PERSIST, on_pipe, b);
     if (b->ev == NULL || event_add(b->ev, NULL) != 0)
         goto fail;
-    if (pthread_create(&b->thread, NULL, bio_main, b) != 0)
+    /* Every signal stays the loop's (SIGTERM, SIGHUP through libevent):
+     * the thread starts with all of them blocked. */
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    started = pthread_create(&b->thread, NULL, bio_main, b) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (!started)
         goto fail;
     return b;
 fail:

@@ -11,6 +11,7 @@
 
 #include <event2/event.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <time.h>
@@ -22,6 +23,7 @@ struct job {
     atomic_int release; /* the job spins until the test sets it */
     atomic_int ran;
     pthread_t on;
+    int term_blocked; /* SIGTERM blocked on the job's thread */
     int done, result;
     pthread_t done_on;
     unsigned ticks_while_running;
@@ -32,7 +34,11 @@ job_fn(void *arg)
 {
     struct job *j = arg;
 
+    sigset_t mask;
+
     j->on = pthread_self();
+    pthread_sigmask(SIG_BLOCK, NULL, &mask);
+    j->term_blocked = sigismember(&mask, SIGTERM);
     while (!atomic_load(&j->release))
         ;
     atomic_fetch_add(&j->ran, 1);
@@ -105,6 +111,8 @@ t_job_off_the_loop(void **state)
     assert_int_equal(j.done, 1);
     assert_int_equal(j.result, 42);
     assert_false(pthread_equal(j.on, pthread_self()));
+    /* Signals are the loop's: the thread blocks them all. */
+    assert_int_equal(j.term_blocked, 1);
     assert_true(pthread_equal(j.done_on, pthread_self()));
     assert_false(bio_busy(b));
     /* Free again for the next. */
