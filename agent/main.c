@@ -426,9 +426,8 @@ main(int argc, char **argv)
      * frees about that much (its answers, parse trees, libcurl's buffers)
      * just before the next one takes it again: two brk calls per exit, a
      * TLB shootdown and page faults each time, 10-20% of reapd's CPU per
-     * exit on the real engine (docs/performance.md). A fixed threshold
-     * also keeps big blocks (parse arenas of a large list) mmapped, so
-     * they leave when freed; the relist's end trims the rest. */
+     * exit on the real engine (docs/performance.md). The relist's end
+     * still trims everything (malloc_trim). */
     mallopt(M_TRIM_THRESHOLD, 1 << 20);
 #endif
     while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {

@@ -886,10 +886,10 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
                       "PRAGMA foreign_keys = ON;"
                       "PRAGMA synchronous = NORMAL;"
                       /* No commit checkpoints (on_wal replaces the
-                       * automatic hook): the caller runs store_checkpoint
-                       * in a loop turn of its own, so a commit (often a
-                       * report's) never carries the copy and its sync,
-                       * and no turn copies more than the caller's bound
+                       * automatic hook): the caller copies the WAL past
+                       * its own bound (persist.c, on agent/bio.c's
+                       * thread), so a commit (often a report's) never
+                       * carries the copy and its syncs
                        * (docs/performance.md). */
                       "PRAGMA wal_autocheckpoint = 0;"
                       /* the WAL is cut back to 4 MiB after a checkpoint */
