@@ -866,6 +866,18 @@ docker_list_free(struct docker_list *l)
     free(l);
 }
 
+int
+docker_list_free_some(struct docker_list *l, size_t max)
+{
+    if (l == NULL)
+        return 1;
+    if (json_free_some(l->root, max) == 0)
+        return 0;
+    free(l->labels);
+    free(l);
+    return 1;
+}
+
 static void
 docker_req_done(const struct loop_http_resp *res, void *arg)
 {
@@ -1009,6 +1021,9 @@ docker_list_all(struct docker *d, docker_list_owned_cb cb, void *arg)
     if (r != NULL) {
         r->hand_over = true;
         r->cb.list_owned = cb;
+        /* Tens of megabytes with 100,000 containers: given back a few
+         * chunks per loop turn (docker_list_free_some), no heap trim. */
+        json_stream_set_mapped(r->doc->js, true);
     }
     return r;
 }

@@ -127,6 +127,10 @@ struct docker_req *docker_list_all(struct docker *d, docker_list_owned_cb cb,
 int docker_list_entry(struct docker_list *l, size_t i,
                       const struct docker_container **out);
 void docker_list_free(struct docker_list *l);
+/* Frees `l` a part at a time: up to `max` of its 1 MiB pieces per call;
+ * 1 once all is freed (`l` is gone), 0 while some is left (then `l` may
+ * only be passed here again or to docker_list_free). NULL: 1. */
+int docker_list_free_some(struct docker_list *l, size_t max);
 struct docker_req *docker_delete(struct docker *d, const char *id, bool force,
                                  bool volumes, docker_delete_cb cb, void *arg);
 /* No callback runs after this. NULL is fine. */

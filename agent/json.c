@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include <yajl/yajl_parse.h>
 
@@ -43,16 +44,23 @@
 #define CHUNK_FIRST ((size_t)4096)
 #define CHUNK_MAX   ((size_t)64 * 1024)
 
+/* A mapped arena's chunks (json_stream_set_mapped): each one a mapping of
+ * its own, so a document of tens of megabytes leaves no hole in the heap
+ * when it goes, and can go a few chunks at a time (json_free_some). */
+#define CHUNK_MAPPED ((size_t)1024 * 1024)
+
 struct chunk {
     struct chunk *next;
     size_t size; /* usable bytes in data[] */
     size_t used;
+    size_t map_len; /* the whole mapping; 0: from malloc */
     unsigned char data[];
 };
 
 struct arena {
     struct chunk *head; /* small allocations are carved from here */
     size_t next_size;
+    bool mapped;
 };
 
 /* What json_free() receives is &doc->root: the root must stay first. */
@@ -112,6 +120,7 @@ struct json_stream {
 
     struct json_doc *doc; /* document under construction, or NULL */
     struct chunk *spare;  /* a released document's first chunk */
+    bool mapped;          /* new documents get mapped arenas */
     struct frame *stack;
     unsigned depth; /* open containers */
     unsigned stack_cap;
@@ -158,6 +167,43 @@ align_pad(const void *p, size_t align)
     return (align - ((uintptr_t)p & (align - 1))) & (align - 1);
 }
 
+/* A chunk with `size` usable bytes (more when mapped: the mapping's
+ * whole length); NULL if out of memory. */
+static struct chunk *
+chunk_new(const struct arena *a, size_t size)
+{
+    struct chunk *c;
+    size_t len;
+
+    if (!a->mapped) {
+        c = malloc(sizeof *c + size);
+        if (c == NULL)
+            return NULL;
+        c->size = size;
+        c->map_len = 0;
+        return c;
+    }
+    len = sizeof *c + size <= CHUNK_MAPPED
+              ? CHUNK_MAPPED
+              : (sizeof *c + size + CHUNK_MAPPED - 1) & ~(CHUNK_MAPPED - 1);
+    c = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+             -1, 0);
+    if (c == MAP_FAILED)
+        return NULL;
+    c->size = len - sizeof *c;
+    c->map_len = len;
+    return c;
+}
+
+static void
+chunk_free(struct chunk *c)
+{
+    if (c->map_len != 0)
+        munmap(c, c->map_len);
+    else
+        free(c);
+}
+
 /* Adds a chunk big enough for `size` bytes at `align`; NULL if out of
  * memory. A request too big for the regular chunk size gets a chunk of its
  * own, linked behind the head so the head's free space is not lost. */
@@ -172,11 +218,13 @@ arena_grow(struct arena *a, size_t size, size_t align)
     want = size + align - 1;
     if (a->next_size == 0)
         a->next_size = CHUNK_FIRST;
-    if (want > a->next_size) {
-        c = malloc(sizeof *c + want);
+    if (want > SIZE_MAX - sizeof *c - CHUNK_MAPPED)
+        return NULL;
+    /* Mapped: any request a regular chunk takes makes a regular chunk. */
+    if (want > (a->mapped ? CHUNK_MAPPED - sizeof *c : a->next_size)) {
+        c = chunk_new(a, want);
         if (c == NULL)
             return NULL;
-        c->size = want;
         c->used = 0;
         if (a->head != NULL) {
             c->next = a->head->next;
@@ -187,10 +235,9 @@ arena_grow(struct arena *a, size_t size, size_t align)
         }
         return c;
     }
-    c = malloc(sizeof *c + a->next_size);
+    c = chunk_new(a, a->next_size);
     if (c == NULL)
         return NULL;
-    c->size = a->next_size;
     c->used = 0;
     c->next = a->head;
     a->head = c;
@@ -247,9 +294,41 @@ json_free(struct json_node *root)
     c = ((struct json_doc *)root)->arena.head;
     while (c != NULL) {
         next = c->next;
-        free(c);
+        chunk_free(c);
         c = next;
     }
+}
+
+static bool
+chunk_holds(const struct chunk *c, const void *p)
+{
+    return (const unsigned char *)p >= c->data &&
+           (const unsigned char *)p < c->data + c->size;
+}
+
+int
+json_free_some(struct json_node *root, size_t max)
+{
+    struct json_doc *d = (struct json_doc *)root;
+    struct chunk **pp, *c;
+
+    if (root == NULL)
+        return 1;
+    /* Every chunk but the one holding the document itself (and with it
+     * the list's head) goes first. */
+    for (pp = &d->arena.head; (c = *pp) != NULL;) {
+        if (chunk_holds(c, d)) {
+            pp = &c->next;
+            continue;
+        }
+        if (max == 0)
+            return 0;
+        *pp = c->next;
+        chunk_free(c);
+        max--;
+    }
+    json_free(root);
+    return 1;
 }
 
 /* ---- errors and bookkeeping ------------------------------------------ */
@@ -418,10 +497,10 @@ token_end(struct json_stream *s)
 static int
 new_doc(struct json_stream *s)
 {
-    struct arena a = {NULL, 0};
+    struct arena a = {NULL, 0, s->mapped};
     struct json_doc *d;
 
-    if (s->spare != NULL) {
+    if (s->spare != NULL && !s->mapped) {
         a.head = s->spare;
         a.next_size = s->spare->size * 2;
         s->spare = NULL;
@@ -799,19 +878,24 @@ json_stream_release(struct json_stream *s, struct json_node *root)
     /* The chunk holding the document itself is its first and smallest. */
     for (c = d->arena.head; c != NULL; c = next) {
         next = c->next;
-        if (keep == NULL && s->spare == NULL &&
-            (unsigned char *)d >= c->data &&
-            (unsigned char *)d < c->data + c->size) {
+        if (keep == NULL && s->spare == NULL && c->map_len == 0 &&
+            chunk_holds(c, d)) {
             keep = c;
             continue;
         }
-        free(c);
+        chunk_free(c);
     }
     if (keep != NULL) {
         keep->used = 0;
         keep->next = NULL;
         s->spare = keep;
     }
+}
+
+void
+json_stream_set_mapped(struct json_stream *s, bool on)
+{
+    s->mapped = on;
 }
 
 void

@@ -21,6 +21,7 @@
 #ifndef REAPD_JSON_H
 #define REAPD_JSON_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,6 +107,12 @@ struct json_stream *json_stream_new(const struct json_limits *limits,
                                     int flags, json_value_cb cb, void *arg);
 void json_stream_free(struct json_stream *s);
 
+/* Documents begun from now on live in chunks of 1 MiB mapped from the
+ * system instead of the heap: for a document that may be tens of
+ * megabytes (every container), whose memory must all go back when it is
+ * freed, without a heap trim. */
+void json_stream_set_mapped(struct json_stream *s, bool on);
+
 /* Sets (or with NULL clears) the filter; before the first feed. */
 void json_stream_set_filter(struct json_stream *s, json_filter_cb cb,
                             void *arg);
@@ -159,6 +166,13 @@ struct json_node *json_parse(const char *buf, size_t len,
 /* Frees a whole document given its root (never an inner node); NULL is
  * fine. Never recurses. */
 void json_free(struct json_node *root);
+
+/* Frees up to `max` chunks of a document's arena, and the document
+ * itself once only the chunk holding it is left: 1 then (`root` is
+ * gone), 0 while some remain (`root` stays valid but its contents must
+ * not be read). Lets the owner of a document of tens of megabytes give
+ * it back over several loop turns; NULL is fine (1). */
+int json_free_some(struct json_node *root, size_t max);
 
 /* As json_free, for a document `s` handed to its callback: its first
  * arena chunk is kept for the stream's next document, so a stream of

@@ -18,9 +18,6 @@
 #include "reaper.h"
 
 #include <event2/event.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1103,7 +1100,15 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
 static void
 relist_drop_answer(struct reaper *r)
 {
-    docker_list_free(r->rl_ans);
+    /* Tens of megabytes at 100,000 containers: unmapped in one go it
+     * held the loop 30 ms, so it goes back a slice per turn (on_trim). A
+     * second answer dropped before the first is gone is rare (a relist
+     * every few seconds): that one goes at once. */
+    if (r->rl_ans != NULL) {
+        docker_list_free(r->rl_old);
+        r->rl_old = r->rl_ans;
+        loop_timer_ms(r->trim_ev, 0);
+    }
     r->rl_ans = NULL;
     r->rl_n = r->rl_next = 0;
     event_del(r->rl_slice_ev);
@@ -1149,10 +1154,6 @@ relist_finish(struct reaper *r)
     } else {
         r->outage_relist = false;
     }
-    /* The answer (megabytes with thousands of containers) is freed now;
-     * the heap it grew would otherwise stay resident for good. In a turn
-     * of its own: a trim of a big heap takes milliseconds. */
-    loop_timer_ms(r->trim_ev, 0);
 }
 
 /*
@@ -1242,15 +1243,25 @@ on_relist(enum docker_status st, struct docker_list *ans, size_t n,
     relist_slice(r);
 }
 
+/* The answer lives in mappings of its own (docker_list_all), not in the
+ * heap: once unmapped, the memory is the system's again, and no heap
+ * trim (7-9 ms at 100,000 containers) is needed. */
 static void
 on_trim(evutil_socket_t fd, short what, void *arg)
 {
+    struct reaper *r = arg;
+    uint64_t t0 = loop_now_ns();
+
     (void)fd;
     (void)what;
-    (void)arg;
-#if defined(__GLIBC__)
-    malloc_trim(0);
-#endif
+    while (r->rl_old != NULL) {
+        if (docker_list_free_some(r->rl_old, 1) == 1)
+            r->rl_old = NULL;
+        else if (loop_now_ns() - t0 >= r->rl_slice_ns) {
+            loop_timer_ms(r->trim_ev, 0);
+            return;
+        }
+    }
 }
 
 static void
@@ -1420,6 +1431,8 @@ reaper_free(struct reaper *r)
     docker_cancel(r->relist_req);
     docker_list_free(r->rl_ans);
     r->rl_ans = NULL;
+    docker_list_free(r->rl_old);
+    r->rl_old = NULL;
     audit_cleanup(r);
     r->stopping = true;
     /* Stopping is not forgetting: the records stay in the store. */

@@ -164,11 +164,12 @@ struct reaper {
     size_t noutages;
     unsigned relist_failures;
     struct event *relist_timer;
-    struct event *trim_ev; /* after a relist: give the heap back */
+    struct event *trim_ev; /* gives rl_old back, a slice per turn */
     /* A relist's answer being taken in, a slice per loop turn: entries
      * before `rl_next` are done; the tombstones go on being kept until
      * the last. */
     struct docker_list *rl_ans;
+    struct docker_list *rl_old; /* dropped, being given back */
     size_t rl_n, rl_next;
     bool rl_incomplete;
     struct event *rl_slice_ev;

@@ -579,6 +579,7 @@ class Bench:
                 t_ready = time.monotonic() - r.t_start
                 time.sleep(0.5)  # the records' group commit
                 probe.stop()
+                rss = proc_rss_kib(r.pid)
                 if probe.answers < 10:
                     raise BenchError("the probe got %d answers" %
                                      probe.answers)
@@ -591,6 +592,9 @@ class Bench:
                             "longest /livez answer during it (%d answers; "
                             "alone: %.2f ms)" % (probe.answers,
                                                  probe.first * 1000))
+                self.figure("relist_%s_rss_mib" % tag, round(rss / 1024, 1),
+                            "MiB", "resident set once ready (the answer "
+                            "freed, %d records kept)" % n)
             self.run_pair("relist-%d" % n, ["--containers", str(n)],
                           {"_no_ready": True}, body)
 

@@ -1622,7 +1622,8 @@ t_e2e_list_all_handed_over(void **state)
     assert_int_equal(docker_list_entry(k.ans, 2, &c), 1);
     assert_int_equal(docker_list_entry(k.ans, 1, &c), 0);
     assert_string_equal(c->id, B);
-    docker_list_free(k.ans);
+    assert_int_equal(docker_list_free_some(k.ans, 1), 1); /* one piece */
+    assert_int_equal(docker_list_free_some(NULL, 1), 1);
 
     memset(&k, 0, sizeof(k));
     fake_engine_fail(e->fe, FAKE_LIST, 500, 1, "list broken");
@@ -1631,6 +1632,45 @@ t_e2e_list_all_handed_over(void **state)
     assert_int_equal(k.st, DOCKER_FAILED);
     assert_null(k.ans);
     assert_int_equal(k.n, 0);
+    e2e_free(e);
+}
+
+/* A big answer lives in pieces of its own, given back a few at a time:
+ * entries stay readable until the first piece goes. */
+static void
+t_e2e_list_all_freed_in_pieces(void **state)
+{
+    struct e2e *e = e2e_subscribed();
+    const struct docker_container *c;
+    struct kept k = {0};
+    struct tu_sbuf labels = {0};
+    char id[65], name[32];
+    size_t calls = 0;
+    int i;
+
+    (void)state;
+    tu_sb_printf(&labels, "{");
+    for (i = 0; i < 6; i++)
+        tu_sb_printf(&labels, "%s\"label.%d\":\"%04000d\"", i ? "," : "", i,
+                     i);
+    tu_sb_printf(&labels, "}");
+    for (i = 0; i < 120; i++) {
+        snprintf(id, sizeof(id), "%064x", i + 1);
+        snprintf(name, sizeof(name), "c%d", i);
+        fake_engine_add(e->fe, id, name, labels.p, "exited", 0);
+    }
+    assert_non_null(docker_list_all(e->d, cb_list_kept, &k));
+    TU_RUN_UNTIL(e->l, k.done == 1, 10000);
+    assert_int_equal(k.st, DOCKER_OK);
+    assert_int_equal(k.n, 120);
+    assert_int_equal(docker_list_entry(k.ans, 119, &c), 0);
+    assert_string_equal(c->name, "c119");
+    assert_int_equal(c->nlabels, 6);
+    /* 120 entries of 6 labels of 4,000 bytes: more than one piece. */
+    while (docker_list_free_some(k.ans, 1) == 0)
+        calls++;
+    assert_true(calls >= 1);
+    free(labels.p);
     e2e_free(e);
 }
 
@@ -1898,6 +1938,7 @@ main(void)
         cmocka_unit_test(t_e2e_list),
         cmocka_unit_test(t_e2e_delete),
         cmocka_unit_test(t_e2e_list_all_handed_over),
+        cmocka_unit_test(t_e2e_list_all_freed_in_pieces),
         cmocka_unit_test(t_e2e_cancel),
         cmocka_unit_test(t_e2e_free_in_flight),
         cmocka_unit_test(t_e2e_version_fault_retried),

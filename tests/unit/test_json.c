@@ -1058,6 +1058,93 @@ test_filter(void **state)
     run_filter = NULL;
 }
 
+/* A document of several megabytes in mapped chunks: the same tree as
+ * from the heap, given back a chunk per call (json_free_some), its own
+ * chunk last; a document after it on the same stream is fine. */
+struct keep_one {
+    struct json_node *root;
+    unsigned docs;
+};
+
+static int
+keep_one_cb(struct json_node *root, void *arg)
+{
+    struct keep_one *k = arg;
+
+    if (k->root != NULL)
+        json_free(k->root);
+    k->root = root;
+    k->docs++;
+    return 0;
+}
+
+static void
+test_mapped_free_some(void **state)
+{
+    struct json_limits lim = {.max_bytes = 16u << 20,
+                              .max_depth = 8,
+                              .max_items = 100000,
+                              .max_string = 2u << 20};
+    struct tu_sbuf big = {0}, d1 = {0}, d2 = {0};
+    struct keep_one heap = {0}, mapped = {0};
+    struct json_stream *s;
+    size_t off, len, calls = 0;
+    char *huge;
+    int i, rc = 0;
+
+    (void)state;
+    huge = malloc((3u << 19) + 1); /* 1.5 MiB: a chunk of its own */
+    assert_non_null(huge);
+    memset(huge, 'h', 3u << 19);
+    huge[3u << 19] = '\0';
+    tu_sb_printf(&big, "[");
+    for (i = 0; i < 30000; i++)
+        tu_sb_printf(&big, "%s\"s%d-0123456789012345678901234567890123\"",
+                     i ? "," : "", i);
+    tu_sb_printf(&big, ",\"%s\",{\"k\":[1,2.5,true,null]}]", huge);
+    free(huge);
+    len = strlen(big.p);
+
+    s = json_stream_new(&lim, 0, keep_one_cb, &heap);
+    assert_non_null(s);
+    assert_int_equal(json_stream_feed(s, big.p, len), 0);
+    assert_int_equal(json_stream_finish(s), 0);
+    json_stream_free(s);
+
+    s = json_stream_new(&lim, JSON_MULTIPLE, keep_one_cb, &mapped);
+    assert_non_null(s);
+    json_stream_set_mapped(s, true);
+    for (off = 0; off < len && rc == 0; off += 4000)
+        rc = json_stream_feed(s, big.p + off,
+                              len - off < 4000 ? len - off : 4000);
+    assert_int_equal(rc, 0);
+    assert_non_null(mapped.root);
+    assert_int_equal(mapped.root->count, 30002);
+
+    dump(&d1, heap.root);
+    dump(&d2, mapped.root);
+    assert_string_equal(d1.p, d2.p);
+    json_free(heap.root);
+
+    /* At least three 1 MiB chunks and the big one: several calls. */
+    while (json_free_some(mapped.root, 1) == 0)
+        calls++;
+    assert_true(calls >= 3);
+    mapped.root = NULL;
+    assert_int_equal(json_free_some(NULL, 1), 1);
+
+    /* The stream goes on; a released mapped document is not kept. */
+    assert_int_equal(json_stream_feed(s, " {\"a\":\"b\"}", 10), 0);
+    assert_int_equal(json_stream_finish(s), 0);
+    assert_int_equal(mapped.docs, 2);
+    assert_non_null(json_get(mapped.root, "a"));
+    json_stream_release(s, mapped.root);
+    json_stream_free(s);
+    free(big.p);
+    free(d1.p);
+    free(d2.p);
+}
+
 int
 main(void)
 {
@@ -1071,6 +1158,7 @@ main(void)
         cmocka_unit_test(test_multiple_documents),
         cmocka_unit_test(test_pending),
         cmocka_unit_test(test_release_reuses),
+        cmocka_unit_test(test_mapped_free_some),
         cmocka_unit_test(test_stop),
         cmocka_unit_test(test_comments),
         cmocka_unit_test(test_limit_bytes),
