@@ -23,6 +23,7 @@ import argparse
 import http.client
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -121,11 +122,28 @@ def proc_rss_kib(pid):
 
 
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    """A port reapd can bind, below the kernel's ephemeral range: one in
+    it (what binding port 0 gives) can be taken by any outgoing
+    connection before reapd binds it."""
+    lo, hi = 20000, 32767
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            eph = int(f.read().split()[0])
+        if lo + 1000 < eph <= 65535:
+            hi = eph - 1
+    except (OSError, ValueError, IndexError):
+        pass
+    for _ in range(100):
+        port = random.randint(lo, hi)
+        s = socket.socket()
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
+    raise BenchError("no free port in %d-%d" % (lo, hi))
 
 
 def terminate(p, secs=10):

@@ -249,7 +249,7 @@ ok "daemonset.yaml: 5 objects in one namespace; no init container; REAPD_NODE_NA
 REAPD_NODE_NAME=env-probe "$BIN" --print-config -c "$T/reapd.json" >"$T/effective.json" 2>"$T/err" ||
   fail "reapd --print-config on the ConfigMap's config: $(cat "$T/err")"
 python3 - "$T/effective.json" "$T/reapd.json.port" "$T" >"$T/local.json" 2>"$T/err" <<'PY' ||
-import json, socket, sys
+import json, random, socket, sys
 
 cfg = json.load(open(sys.argv[1]))
 port = open(sys.argv[2]).read().strip()
@@ -268,8 +268,16 @@ if not admin.startswith("/run/reapd/"):
 if problems:
     sys.exit("\n".join(problems))
 # The same config, its paths moved into the scratch directory, no engine.
-s = socket.socket()
-s.bind(("127.0.0.1", 0))
+# A port below the ephemeral range: one in it can be taken by any
+# outgoing connection before reapd binds it.
+lo, hi = 20000, int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0]) - 1
+for _ in range(100):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randint(lo, max(lo, hi))))
+        break
+    except OSError:
+        s.close()
 cfg["state_dir"] = scratch + "/state"
 cfg["docker"] = dict(cfg.get("docker") or {}, socket=scratch + "/no-engine.sock")
 cfg["containerd"] = dict(cfg.get("containerd") or {}, socket="off")

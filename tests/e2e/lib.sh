@@ -527,14 +527,34 @@ run_ctr() {
 
 # ---------------------------------------------------------------- reapd
 
-# _port_free PORT: nothing listens on 127.0.0.1:PORT (ss when installed,
-# else a connect attempt through bash's /dev/tcp).
+# _port_free PORT: no TCP socket on 127.0.0.1:PORT, listening or not (ss
+# when installed, else a connect attempt through bash's /dev/tcp).
 _port_free() {
   if command -v ss >/dev/null 2>&1; then
-    [ -z "$(ss -Hltn "sport = :$1" 2>/dev/null)" ]
+    [ -z "$(ss -Htan "sport = :$1" 2>/dev/null)" ]
   else
     if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 1; fi
   fi
+}
+
+# pick_port: echo a free port for reapd's status endpoint, below the
+# kernel's ephemeral range: a port in it can be taken between the check
+# and reapd's bind by any outgoing connection (a test's curl, the
+# engine's), which failed a run with "Address already in use".
+pick_port() {
+  local lo=20000 hi=32767 eph _ p
+  eph=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true)
+  if [ -n "$eph" ] && [ "$eph" -gt $((lo + 1000)) ] && [ "$eph" -le 65535 ]; then
+    hi=$((eph - 1))
+  fi
+  for _ in $(seq 1 50); do
+    p=$((lo + RANDOM % (hi - lo + 1)))
+    if _port_free "$p"; then
+      echo "$p"
+      return 0
+    fi
+  done
+  return 1
 }
 
 # reapd_config [EXTRA_JSON]: write $D/reapd.json (EXTRA_JSON is merged in
@@ -582,21 +602,37 @@ wait_ready() {
 }
 
 # reapd_start BIN [EXTRA_JSON]: configure and start reapd, wait for /readyz.
+# A port another test took between the pick and the bind (two tests run
+# at once) is picked again, up to five times; any other exit fails.
 reapd_start() {
-  local bin=$1 extra=${2:-"{}"} _
+  local bin=$1 extra=${2:-"{}"} try lines deadline
   [ -z "$REAPD_PID" ] || fail "reapd_start: reapd already running"
-  if [ -z "$REAPD_PORT" ]; then
-    for _ in $(seq 1 50); do
-      REAPD_PORT=$((20000 + RANDOM % 20001))
-      _port_free "$REAPD_PORT" && break
-      REAPD_PORT=""
+  for try in 1 2 3 4 5; do
+    if [ -z "$REAPD_PORT" ]; then
+      REAPD_PORT=$(pick_port) || fail "no free port in 20000-32767"
+    fi
+    REAPD_URL="http://127.0.0.1:$REAPD_PORT"
+    reapd_config "$extra"
+    lines=0
+    [ -f "$D/reapd.log" ] && lines=$(wc -l <"$D/reapd.log")
+    "$bin" -c "$D/reapd.json" </dev/null >>"$D/reapd.log" 2>&1 &
+    REAPD_PID=$!
+    deadline=$(($(now_ms) + 20000))
+    while pid_alive "$REAPD_PID" && [ "$(readyz_code)" != 200 ] &&
+      [ "$(now_ms)" -lt "$deadline" ]; do
+      sleep 0.1
     done
-    [ -n "$REAPD_PORT" ] || fail "no free port in 20000-40000"
-  fi
-  REAPD_URL="http://127.0.0.1:$REAPD_PORT"
-  reapd_config "$extra"
-  "$bin" -c "$D/reapd.json" </dev/null >>"$D/reapd.log" 2>&1 &
-  REAPD_PID=$!
+    if ! pid_alive "$REAPD_PID" &&
+      tail -n +"$((lines + 1))" "$D/reapd.log" | grep -q 'Address already in use'; then
+      wait "$REAPD_PID" 2>/dev/null || true
+      log "status port $REAPD_PORT was taken meanwhile (try $try): another"
+      REAPD_PID=""
+      REAPD_PORT=""
+      continue
+    fi
+    break
+  done
+  [ -n "$REAPD_PID" ] || fail "no status port could be bound in 5 tries"
   wait_ready 20
   log "reapd ready (pid $REAPD_PID, $REAPD_URL)"
 }

@@ -70,13 +70,8 @@ state_is() {
 # big_reapd_start: lib.sh's reapd_start, but on a /readyz that does not
 # come the failure names what reapd logged instead (its relist errors).
 big_reapd_start() {
-  local deadline _
-  for _ in $(seq 1 50); do
-    REAPD_PORT=$((20000 + RANDOM % 20001))
-    _port_free "$REAPD_PORT" && break
-    REAPD_PORT=""
-  done
-  [ -n "$REAPD_PORT" ] || fail "no free port in 20000-40000"
+  local deadline
+  REAPD_PORT=$(pick_port) || fail "no free port in 20000-32767"
   REAPD_URL="http://127.0.0.1:$REAPD_PORT"
   reapd_config
   "$REAPD_BIN" -c "$D/reapd.json" </dev/null >>"$D/reapd.log" 2>&1 &

@@ -22,6 +22,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bounds.h"
@@ -355,22 +356,44 @@ tu_disk_full(struct rlimit *saved)
 
 /* ---- network ------------------------------------------------------------ */
 
+/* A port below the kernel's ephemeral range: one in it (what binding port
+ * 0 gives) can be taken by any outgoing connection, the tests' own to
+ * their fake engines, before the code under test binds it. */
 int
 tu_free_port(void)
 {
+    static unsigned seed;
     struct sockaddr_in sin;
-    socklen_t slen = sizeof(sin);
-    int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+    unsigned lo = 20000, hi = 32767, eph;
+    FILE *f;
+    int i;
 
-    assert_true(fd >= 0);
-    memset(&sin, 0, sizeof(sin));
-    sin.sin_family = AF_INET;
-    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &slen), 0);
-    port = ntohs(sin.sin_port);
-    close(fd);
-    return port;
+    f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f != NULL) {
+        if (fscanf(f, "%u", &eph) == 1 && eph > lo + 1000 && eph <= 65535)
+            hi = eph - 1;
+        fclose(f);
+    }
+    if (seed == 0)
+        seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (i = 0; i < 200; i++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0), ok;
+        unsigned port;
+
+        assert_true(fd >= 0);
+        seed = seed * 1103515245u + 12345u;
+        port = lo + (seed >> 8) % (hi - lo + 1);
+        memset(&sin, 0, sizeof(sin));
+        sin.sin_family = AF_INET;
+        sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        sin.sin_port = htons((uint16_t)port);
+        ok = bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0;
+        close(fd);
+        if (ok)
+            return (int)port;
+    }
+    fail_msg("no free port in %u-%u", lo, hi);
+    return -1;
 }
 
 int
