@@ -689,9 +689,12 @@ decide(struct rec *c, bool found, const struct lc_inspect *state)
         r->st.labels_truncated++;
     if (c->meta_cut)
         r->st.metadata_truncated++;
-    log_info(c->id, "tracking %s (image %s) under policy \"%s\": %s",
-             c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
-             policy_action_name(a));
+    log_msg(!r->rl_taking || r->rl_managed++ < RELIST_LOG_TRACKED
+                ? LOG_LEVEL_INFO
+                : LOG_LEVEL_DEBUG,
+            c->id, "tracking %s (image %s) under policy \"%s\": %s",
+            c->name ? c->name : "?", c->image ? c->image : "?", c->policy,
+            policy_action_name(a));
 
     for (i = 0; i < npend; i++)
         if (!reaper_feed(c, &pend[i])) {
@@ -1077,7 +1080,9 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
         /* Listed, and behind every record older than this relist: where
          * the search for the absent ones stops (relist_finish). */
         c->listed_relist = gen;
+        r->rl_taking = true;
         decide_listed(c, e);
+        r->rl_taking = false;
         return;
     }
     c->listed_relist = gen; /* listed: not absent */
@@ -1086,7 +1091,9 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
         docker_cancel(c->meta_req);
         c->meta_req = NULL;
         disarm(c->step);
+        r->rl_taking = true;
         decide_listed(c, e);
+        r->rl_taking = false;
     } else if (c->kind == R_MANAGED) {
         memset(&o, 0, sizeof(o));
         o.kind = OBS_FOUND;
@@ -1138,6 +1145,12 @@ relist_finish(struct reaper *r)
     }
     free(absent);
     r->ntombs = 0;
+    if (r->rl_managed > RELIST_LOG_TRACKED)
+        log_info(NULL,
+                 "relist: %zu containers put under a policy (the first %d "
+                 "logged; the rest at debug)",
+                 r->rl_managed, RELIST_LOG_TRACKED);
+    r->rl_managed = 0;
     if (!r->relisted)
         log_info(NULL,
                  "reconciled with the engine: %zu containers listed, "
@@ -1274,6 +1287,7 @@ relist(struct reaper *r)
     /* Half taken in: the newer answer is the one to believe. */
     relist_drop_answer(r);
     r->ntombs = 0;
+    r->rl_managed = 0;
     r->relist_gen++;
     r->relist_t0 = loop_now_ms();
     r->relist_req = docker_list_all(r->d, on_relist, r);

@@ -42,7 +42,11 @@ struct policy_label;
 /* Pending record changes written at once rather than at the loop turn's
  * end (persist_flush_soon). */
 #define FLUSH_SLICE_ROWS 32
-#define MAX_TOMBSTONE    4096
+/* A relist logs this many "tracking" lines at info, the rest at debug
+ * (each line is a write to stderr, 100,000 at a start with 100,000
+ * containers), and says how many there were. */
+#define RELIST_LOG_TRACKED 100
+#define MAX_TOMBSTONE      4096
 /* A relist's answer is taken in for at most this long per loop turn. */
 #define RELIST_SLICE_NS 1000000u
 /* An event up to this long before the subscription still counts as live
@@ -170,6 +174,8 @@ struct reaper {
      * the last. */
     struct docker_list *rl_ans;
     struct docker_list *rl_old; /* dropped, being given back */
+    bool rl_taking;             /* inside relist_take */
+    size_t rl_managed;          /* put under a policy by this relist */
     size_t rl_n, rl_next;
     bool rl_incomplete;
     struct event *rl_slice_ev;

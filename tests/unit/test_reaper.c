@@ -1018,6 +1018,57 @@ t_relist_sliced(void **state)
     h_free(h);
 }
 
+/* A relist logs its first RELIST_LOG_TRACKED "tracking" lines at info and
+ * says how many more there were; a container found by its events after it
+ * is logged at info again. */
+static void
+t_relist_tracking_lines_capped(void **state)
+{
+    enum { N = 150 };
+    struct tu_reapd *h;
+    struct reaper_stats rs;
+    char path[] = "/tmp/reapd-log-XXXXXX", line[4096], id[CTR_ID_SIZE];
+    int fd = mkstemp(path), i, tracking = 0, summary = 0, late = 0;
+    enum log_level was = log_get_level();
+    FILE *f;
+
+    (void)state;
+    assert_true(fd >= 0);
+    h = h_new("");
+    for (i = 0; i < N; i++) {
+        snprintf(id, sizeof(id), "%064x", 0xfeed00 + i);
+        fake_engine_add(h->fe, id, "listed", MANAGED, NULL, 0);
+    }
+    log_setup(LOG_LEVEL_INFO, LOG_FORMAT_TEXT);
+    log_set_fd(fd);
+    assert_int_equal(reaper_start(h->r), 0);
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 5000);
+    fake_engine_add(h->fe, A, "by-event", MANAGED, NULL, 1);
+    do {
+        tu_run_for(h->l, 10);
+        reaper_stats(h->r, &rs);
+    } while (rs.tracked < N + 1);
+    log_set_fd(-1);
+    log_setup(was, LOG_FORMAT_TEXT);
+    f = fdopen(fd, "r");
+    assert_non_null(f);
+    rewind(f);
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strstr(line, "tracking listed") != NULL)
+            tracking++;
+        if (strstr(line, "tracking by-event") != NULL)
+            late++;
+        if (strstr(line, "150 containers put under a policy") != NULL)
+            summary++;
+    }
+    fclose(f);
+    unlink(path);
+    assert_int_equal(tracking, 100); /* RELIST_LOG_TRACKED */
+    assert_int_equal(summary, 1);
+    assert_int_equal(late, 1);
+    h_free(h);
+}
+
 /* Group commit: exits seen within a few milliseconds, each in its own
  * loop turn (each container's events and lookups are), share one
  * transaction, committed within a few tens of milliseconds (a fact
@@ -1448,6 +1499,7 @@ main(void)
         cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_outage_committed_at_once),
         cmocka_unit_test(t_relist_sliced),
+        cmocka_unit_test(t_relist_tracking_lines_capped),
         cmocka_unit_test(t_replayed_create_asks_engine),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
         cmocka_unit_test(t_loaded_record_of_reported_removal),
