@@ -426,8 +426,9 @@ main(int argc, char **argv)
      * frees about that much (its answers, parse trees, libcurl's buffers)
      * just before the next one takes it again: two brk calls per exit, a
      * TLB shootdown and page faults each time, 10-20% of reapd's CPU per
-     * exit on the real engine (docs/performance.md). The relist's end
-     * still trims everything (malloc_trim). */
+     * exit on the real engine (docs/performance.md). A relist's answer,
+     * the one big allocation, is mapped apart from the heap (json.c), so
+     * nothing needs a trim. */
     mallopt(M_TRIM_THRESHOLD, 1 << 20);
 #endif
     while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
