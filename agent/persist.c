@@ -167,7 +167,10 @@ flush_within(struct reaper *r, uint64_t ms)
      * flush, would otherwise interleave with the records made meanwhile
      * and leave the heap fragmented for good (1 KiB per container). */
     if (store_pending(r->store) >= FLUSH_SLICE_ROWS && !bio_busy(r->ps.bio)) {
-        int rc = store_flush(r->store);
+        int rc;
+
+        reaper_put_checkpoint(r);
+        rc = store_flush(r->store);
 
         persist_result(r, rc, "saving container records");
         if (rc >= 0)
@@ -231,6 +234,7 @@ persist_flush_now(struct reaper *r)
         evtimer_del(r->ps.flush_ev);
         r->ps.flush_scheduled = false;
     }
+    reaper_put_checkpoint(r);
     rc = store_flush(r->store);
     persist_result(r, rc, "saving container records");
     if (rc < 0)
@@ -940,6 +944,7 @@ persist_before_delete(struct rec *c)
     if (r->store == NULL)
         return true;
     persist_rec(c);
+    reaper_put_checkpoint(r);
     rc = store_flush(r->store);
     persist_result(r, rc, "saving container records");
     /* The step's own persist, after its actions, would write the same. */

@@ -889,24 +889,42 @@ is_tombstoned(const struct reaper *r, const char *id)
  * an exit whose container is removed meanwhile (--rm) would be lost. Held
  * back, the replay brings them (and a few already taken, which the
  * lifecycle and the report dedupe take twice safely).
+ *
+ * Only marked here, at each event: the value is worked out and handed to
+ * the store just before a flush (reaper_put_checkpoint), from the holds
+ * of that moment. Setting it at every event was 4% of an event's cost in
+ * a burst (docs/performance.md); a flush is where it is first needed.
  */
 static void
 save_checkpoint(struct reaper *r)
 {
-    int64_t t = r->last_ev_nano;
-
     /* Stopping is not forgetting: records discovering now are held
      * still. */
-    if (r->store == NULL || r->stopping)
+    if (r->store == NULL || r->stopping || r->ckpt_due)
+        return;
+    r->ckpt_due = true;
+    persist_flush_lazy(r);
+}
+
+void
+reaper_put_checkpoint(struct reaper *r)
+{
+    int64_t t = r->last_ev_nano;
+    int rc;
+
+    if (!r->ckpt_due || r->store == NULL)
         return;
     if (r->holds != NULL && r->holds->hold_nano - 1 < t)
         t = r->holds->hold_nano - 1;
+    r->ckpt_due = false;
     if (t <= 0 || t == r->saved_checkpoint)
         return;
-    persist_result(r, store_set_checkpoint(r->store, CHECKPOINT_KEY, t),
-                   "saving the events checkpoint");
-    persist_flush_lazy(r);
-    r->saved_checkpoint = t;
+    rc = store_set_checkpoint(r->store, CHECKPOINT_KEY, t);
+    persist_result(r, rc, "saving the events checkpoint");
+    /* Not taken (too much waits for a full disk): the next event asks
+     * again. */
+    if (rc >= 0)
+        r->saved_checkpoint = t;
 }
 
 /* c, discovering, holds an event of time `nano` in memory. */
@@ -1448,6 +1466,8 @@ reaper_free(struct reaper *r)
     docker_list_free(r->rl_old);
     r->rl_old = NULL;
     audit_cleanup(r);
+    /* Worked out while the holds still stand; the last flush writes it. */
+    reaper_put_checkpoint(r);
     r->stopping = true;
     /* Stopping is not forgetting: the records stay in the store. */
     for (c = ctable_first(&r->tab, &it); c != NULL;

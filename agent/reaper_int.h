@@ -186,6 +186,7 @@ struct reaper {
     int64_t last_ev_nano;
     struct rec *holds, *holds_tail;
     int64_t saved_checkpoint;
+    bool ckpt_due; /* moved on since last handed to the store */
     bool stopping; /* in reaper_free */
     size_t ntombs;
 
@@ -230,6 +231,9 @@ void reaper_arm(struct rec *c, struct event **ev, event_callback_fn fn,
                 uint64_t ms);
 /* An engine call sent at `t0` (loop_now_ms) just got its answer. */
 void reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0);
+/* Hands the events checkpoint to the store if it moved on: called just
+ * before each flush, so the value is the holds' of that moment. */
+void reaper_put_checkpoint(struct reaper *r);
 /* Adds `v` to a histogram whose buckets end at bounds[0..n). */
 void reaper_hist_observe(struct reaper_hist *h, const double *bounds, size_t n,
                          double v);

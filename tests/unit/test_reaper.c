@@ -832,6 +832,56 @@ t_checkpoint_held_while_discovering(void **state)
     h_free(h);
 }
 
+/* The events checkpoint is the last event's time once a flush has run,
+ * and a stop writes the latest one even when no flush came after it. */
+static void
+exec_event(struct tu_reapd *h, long long nano)
+{
+    char line[512];
+
+    snprintf(line, sizeof(line),
+             "{\"status\":\"exec_start: sh\",\"id\":\"%s\","
+             "\"Type\":\"container\",\"Action\":\"exec_start: sh\","
+             "\"Actor\":{\"ID\":\"%s\",\"Attributes\":{\"name\":\"x\"}},"
+             "\"scope\":\"local\",\"time\":%lld,\"timeNano\":%lld}\n",
+             A, A, nano / 1000000000, nano);
+    fake_engine_stream_raw(h->fe, line);
+}
+
+static void
+t_events_checkpoint_stored(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    long long t0 = (long long)report_now_ms() * 1000000 + 60000000000LL;
+    int64_t got = 0;
+    int i;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "busy", MANAGED, NULL, 1);
+    tu_run_for(h->l, 50);
+    for (i = 0; i < 100; i++)
+        exec_event(h, t0 + i);
+    /* Within the lazy commit's second, then past it. */
+    tu_run_for(h->l, 1300);
+    assert_int_equal(store_pending(st), 0);
+    assert_int_equal(store_get_checkpoint(st, "docker.events.time_nano", &got),
+                     STORE_OK);
+    assert_int_equal(got, t0 + 99);
+    /* More events, and a stop before their flush was due. */
+    exec_event(h, t0 + 500);
+    exec_event(h, t0 + 501);
+    tu_run_for(h->l, 30);
+    h_stop(h);
+    assert_int_equal(store_pending(st), 0);
+    assert_int_equal(store_get_checkpoint(st, "docker.events.time_nano", &got),
+                     STORE_OK);
+    assert_int_equal(got, t0 + 501);
+    h_restart(h, st);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* The last engine outage an earlier run saw end is remembered: a reapd
  * killed soon after it still says that an exit in it happened while the
  * engine was down (found by the chaos soak: the record that said so could
@@ -1494,6 +1544,7 @@ main(void)
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_checkpoint_held_while_discovering),
+        cmocka_unit_test(t_events_checkpoint_stored),
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_lazy_commit),
         cmocka_unit_test(t_last_outage_remembered),
