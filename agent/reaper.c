@@ -1126,13 +1126,13 @@ static void
 relist_drop_answer(struct reaper *r)
 {
     /* Tens of megabytes at 100,000 containers: unmapped in one go it
-     * held the loop 30 ms, so it goes back a slice per turn (on_trim). A
+     * held the loop 30 ms, so it goes back a slice per turn (on_rl_free). A
      * second answer dropped before the first is gone is rare (a relist
      * every few seconds): that one goes at once. */
     if (r->rl_ans != NULL) {
         docker_list_free(r->rl_old);
         r->rl_old = r->rl_ans;
-        loop_timer_ms(r->trim_ev, 0);
+        loop_timer_ms(r->rl_free_ev, 0);
     }
     r->rl_ans = NULL;
     r->rl_n = r->rl_next = 0;
@@ -1278,7 +1278,7 @@ on_relist(enum docker_status st, struct docker_list *ans, size_t n,
  * heap: once unmapped, the memory is the system's again, and no heap
  * trim (7-9 ms at 100,000 containers) is needed. */
 static void
-on_trim(evutil_socket_t fd, short what, void *arg)
+on_rl_free(evutil_socket_t fd, short what, void *arg)
 {
     struct reaper *r = arg;
     uint64_t t0 = loop_now_ns();
@@ -1289,7 +1289,7 @@ on_trim(evutil_socket_t fd, short what, void *arg)
         if (docker_list_free_some(r->rl_old, 1) == 1)
             r->rl_old = NULL;
         else if (loop_now_ns() - t0 >= r->rl_slice_ns) {
-            loop_timer_ms(r->trim_ev, 0);
+            loop_timer_ms(r->rl_free_ev, 0);
             return;
         }
     }
@@ -1436,12 +1436,12 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->tombs = calloc(MAX_TOMBSTONE, sizeof(*r->tombs));
     r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
     r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
-    r->trim_ev = event_new(loop_base(l), -1, 0, on_trim, r);
+    r->rl_free_ev = event_new(loop_base(l), -1, 0, on_rl_free, r);
     r->rl_slice_ev = evtimer_new(loop_base(l), on_relist_slice, r);
     r->rl_slice_ns = RELIST_SLICE_NS;
     if (ctable_init(&r->tab) != 0 || persist_init(r) != 0 ||
         r->tombs == NULL || r->grant_ev == NULL || r->relist_timer == NULL ||
-        r->trim_ev == NULL || r->rl_slice_ev == NULL) {
+        r->rl_free_ev == NULL || r->rl_slice_ev == NULL) {
         reaper_free(r);
         return NULL;
     }
@@ -1480,8 +1480,8 @@ reaper_free(struct reaper *r)
         event_free(r->grant_ev);
     if (r->relist_timer != NULL)
         event_free(r->relist_timer);
-    if (r->trim_ev != NULL)
-        event_free(r->trim_ev);
+    if (r->rl_free_ev != NULL)
+        event_free(r->rl_free_ev);
     if (r->rl_slice_ev != NULL)
         event_free(r->rl_slice_ev);
     ctable_cleanup(&r->tab);

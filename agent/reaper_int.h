@@ -168,7 +168,7 @@ struct reaper {
     size_t noutages;
     unsigned relist_failures;
     struct event *relist_timer;
-    struct event *trim_ev; /* gives rl_old back, a slice per turn */
+    struct event *rl_free_ev; /* gives rl_old back, a slice per turn */
     /* A relist's answer being taken in, a slice per loop turn: entries
      * before `rl_next` are done; the tombstones go on being kept until
      * the last. */
