@@ -391,7 +391,7 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
         /* Perhaps the only true code the node will have, and containerd
          * never says it again: on disk before anything else happens
          * (and before the log says it was seen). */
-        persist_flush_now(r);
+        persist_flush_rec(c);
         log_debug(ev->container_id, "containerd: TaskExit, status %u",
                   ev->exit_status);
     }

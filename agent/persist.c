@@ -87,10 +87,16 @@ struct unsaved {
  */
 #define CHECKPOINT_PAGES 256
 
+/* Writes of pending records per loop turn, and past how many waiting
+ * they go on regardless (flush_budget). */
+#define FLUSH_TURN_NS 2000000u
+#define FLUSH_BACKLOG 4096
+
 static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_store_retry(evutil_socket_t fd, short what, void *arg);
 static void on_prune(evutil_socket_t fd, short what, void *arg);
 static void on_checkpoint(evutil_socket_t fd, short what, void *arg);
+static void arm_store_retry(struct reaper *r);
 
 int
 persist_init(struct reaper *r)
@@ -155,33 +161,107 @@ persist_cleanup(struct reaper *r)
 /* The flush is due within `ms`: an earlier one already scheduled
  * stands, a later one is brought forward. */
 static void
-flush_within(struct reaper *r, uint64_t ms)
+schedule_flush(struct reaper *r, uint64_t ms)
 {
     struct persist *ps = &r->ps;
-    uint64_t due;
+    uint64_t due = loop_now_ms() + ms;
 
+    if (ps->flush_scheduled && ps->flush_at_ms <= due)
+        return;
+    ps->flush_scheduled = true;
+    ps->flush_at_ms = due;
+    loop_timer_ms(ps->flush_ev, ms);
+}
+
+/*
+ * Is there time left in this loop turn for another slice of records?
+ * Writing pending records takes at most FLUSH_TURN_NS of a turn (about:
+ * a slice that starts before the budget is spent runs whole); the rest
+ * waits for the next turn. Past FLUSH_BACKLOG records waiting there is no
+ * budget: the writes must keep up before the store refuses changes
+ * (STORE_PENDING_MAX).
+ */
+static void
+turn_roll(struct persist *ps, struct event_base *base)
+{
+    struct timeval tv;
+
+    /* libevent's time of this turn: another value, another turn. */
+    if (event_base_gettimeofday_cached(base, &tv) == 0 &&
+        (tv.tv_sec != ps->turn_tv.tv_sec ||
+         tv.tv_usec != ps->turn_tv.tv_usec)) {
+        ps->turn_tv = tv;
+        ps->turn_flush_ns = 0;
+    }
+}
+
+static bool
+flush_budget(struct reaper *r)
+{
+    struct persist *ps = &r->ps;
+
+    turn_roll(ps, loop_base(r->l));
+    return ps->turn_flush_ns < FLUSH_TURN_NS ||
+           store_pending(r->store) > FLUSH_BACKLOG;
+}
+
+/*
+ * Writes the record of container `id` (NULL: none in particular) and
+ * other pending changes, FLUSH_SLICE_ROWS in all; what is left goes a
+ * slice at a time within each turn's budget (on_flush). Before, a DELETE
+ * after a burst of 3,000 new containers wrote all of their records first:
+ * one loop turn of 150 ms. A failure is retried (store_retry).
+ */
+static int
+flush_slice(struct reaper *r, const char *id)
+{
+    uint64_t t0 = loop_now_ns();
+    int rc;
+
+    turn_roll(&r->ps, loop_base(r->l));
+    reaper_put_checkpoint(r);
+    rc = store_flush_some(r->store, id, FLUSH_SLICE_ROWS);
+    r->ps.turn_flush_ns += loop_now_ns() - t0;
+    persist_result(r, rc, "saving container records");
+    if (rc < 0)
+        arm_store_retry(r);
+    else if (store_pending(r->store) > 0 && id != NULL)
+        schedule_flush(r, 0);
+    return rc;
+}
+
+/*
+ * The WAL's copy is running or about to: slices that can wait do. Each
+ * one written meanwhile would make the copy longer (a burst of 3,000 new
+ * records wrote thousands of pages before the copy began: 180 ms of it,
+ * which a DELETE's own flush then waited for on the loop).
+ */
+static bool
+ckpt_due(const struct reaper *r)
+{
+    /* A copy that failed (a full disk) is tried again in a second:
+     * meanwhile the writes go on, and fail or not on their own. */
+    return bio_busy(r->ps.bio) || (r->ps.ckpt_scheduled && !r->ps.ckpt_failed);
+}
+
+static void
+flush_within(struct reaper *r, uint64_t ms)
+{
     if (r->store == NULL)
         return;
     /* A loop turn that changes thousands of records (a relist at a
      * start) writes them a slice at a time: their copies, held until the
      * flush, would otherwise interleave with the records made meanwhile
      * and leave the heap fragmented for good (1 KiB per container). */
-    if (store_pending(r->store) >= FLUSH_SLICE_ROWS && !bio_busy(r->ps.bio)) {
-        int rc;
-
-        reaper_put_checkpoint(r);
-        rc = store_flush(r->store);
-
-        persist_result(r, rc, "saving container records");
-        if (rc >= 0)
+    if (store_pending(r->store) >= FLUSH_SLICE_ROWS && !ckpt_due(r)) {
+        if (!flush_budget(r) || flush_slice(r, NULL) >= 0) {
+            /* A slice written, or none due this turn: the rest next. */
+            if (store_pending(r->store) > 0)
+                schedule_flush(r, 0);
             return;
+        }
     }
-    due = loop_now_ms() + ms;
-    if (ps->flush_scheduled && ps->flush_at_ms <= due)
-        return;
-    ps->flush_scheduled = true;
-    ps->flush_at_ms = due;
-    loop_timer_ms(ps->flush_ev, ms);
+    schedule_flush(r, ms);
 }
 
 void
@@ -224,6 +304,13 @@ arm_store_retry(struct reaper *r)
 }
 
 void
+persist_flush_rec(struct rec *c)
+{
+    if (c->r->store != NULL)
+        flush_slice(c->r, c->id);
+}
+
+void
 persist_flush_now(struct reaper *r)
 {
     int rc;
@@ -259,6 +346,7 @@ checkpoint_result(struct reaper *r, int rc)
 {
     persist_result(r, rc, "copying the WAL into the state database");
     /* Failed (a full disk): again in a second, and at the next commit. */
+    r->ps.ckpt_failed = rc < 0;
     if (rc < 0) {
         r->ps.ckpt_scheduled = true;
         loop_timer_ms(r->ps.ckpt_ev, 1000);
@@ -299,7 +387,8 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
     (void)what;
     r->ps.ckpt_scheduled = false;
     if (r->ps.bio == NULL) {
-        checkpoint_result(r, store_checkpoint(r->store));
+        store_checkpoint_begin(r->store);
+        checkpoint_done(store_checkpoint_bg(r->store), r);
         return;
     }
     if (bio_busy(r->ps.bio))
@@ -311,7 +400,7 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
 bool
 persist_backlogged(const struct reaper *r)
 {
-    return r->store != NULL && bio_busy(r->ps.bio) &&
+    return r->store != NULL && ckpt_due(r) &&
            store_pending(r->store) >= FLUSH_SLICE_ROWS;
 }
 
@@ -325,12 +414,19 @@ on_flush(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (bio_busy(r->ps.bio)) {
-        r->ps.flush_scheduled = false;
+    r->ps.flush_scheduled = false;
+    if (ckpt_due(r)) {
         r->ps.flush_deferred = true;
         return;
     }
-    persist_flush_now(r);
+    /* At least one slice (the group commit is due), more within the
+     * turn's budget. */
+    do {
+        if (flush_slice(r, NULL) < 0)
+            return;
+    } while (store_pending(r->store) > 0 && flush_budget(r));
+    if (store_pending(r->store) > 0)
+        schedule_flush(r, 0);
 }
 
 /* Without an upstream, reports.jsonl and the store are where a report
@@ -944,9 +1040,7 @@ persist_before_delete(struct rec *c)
     if (r->store == NULL)
         return true;
     persist_rec(c);
-    reaper_put_checkpoint(r);
-    rc = store_flush(r->store);
-    persist_result(r, rc, "saving container records");
+    rc = flush_slice(r, c->id);
     /* The step's own persist, after its actions, would write the same. */
     c->persist_done = true;
     if (rc < 0) {

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/time.h>
 
 struct event;
 struct reaper;
@@ -35,8 +36,11 @@ struct persist {
     struct event *prune_timer;
     struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
     bool ckpt_scheduled;
-    struct bio *bio;     /* where the checkpoint runs (NULL: on the loop) */
-    bool flush_deferred; /* a group commit waits for the checkpoint */
+    bool ckpt_failed;       /* the last copy failed; tried again in a second */
+    struct bio *bio;        /* where the checkpoint runs (NULL: on the loop) */
+    bool flush_deferred;    /* a group commit waits for the checkpoint */
+    struct timeval turn_tv; /* the loop turn turn_flush_ns is of */
+    uint64_t turn_flush_ns; /* spent writing records in it */
     uint64_t pruned;
     struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */
     size_t nunsaved;
@@ -73,6 +77,10 @@ void persist_flush_soon(struct reaper *r);
  * asking the engine again: it rides with the next flush that something
  * else asks for sooner, most often a report's own transaction. */
 void persist_flush_lazy(struct reaper *r);
+/* Writes c's record now, with a slice of the other pending changes: for
+ * a fact nobody will tell reapd again (containerd's TaskExit: containerd
+ * does not replay events). */
+void persist_flush_rec(struct rec *c);
 /* A flush now, for a fact nobody will tell reapd again (containerd's
  * TaskExit: containerd does not replay events). */
 void persist_flush_now(struct reaper *r);

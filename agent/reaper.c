@@ -459,8 +459,8 @@ reaper_apply(struct rec *c, const struct lc_result *res)
              * disk: removed first, a kill -9 while the state cannot be
              * written (disk full) would leave nothing that says it
              * exited. So its record, saying it is being removed, is
-             * written (and every change before it) first; while that
-             * fails, the DELETE waits. */
+             * written first (with a slice of the other pending changes);
+             * while that fails, the DELETE waits. */
             c->delete_req = NULL;
             if (persist_before_delete(c))
                 c->delete_req = docker_delete(r->d, c->id, c->force,

@@ -28,6 +28,8 @@
  * (an operator's sqlite3 shell in a write transaction). */
 #define BUSY_TIMEOUT_MS 100
 #define PEND_MIN_CAP    64
+/* Pending records a report's transaction takes along (add_report). */
+#define STORE_REPORT_ROWS 32
 
 /*
  * The schema, as an ordered list: migrations[v] takes user_version v to
@@ -279,10 +281,12 @@ struct store {
     void *on_report_arg;
 
     /* Pending changes: open addressing, linear probing, never more than
-     * half full; entries only ever leave all at once (pend_clear). */
+     * half full; entries leave all at once (pend_clear) or by backward
+     * shift (pend_remove), never leaving a hole in a probe run. */
     struct pend *pend;
     size_t pend_cap; /* a power of two */
     size_t npend;
+    size_t nckpt; /* of them P_CHECKPOINT */
     size_t pend_bytes;
 
     char errmsg[1024];
@@ -987,6 +991,7 @@ pend_clear(struct store *st)
         memset(st->pend, 0, st->pend_cap * sizeof(*st->pend));
     }
     st->npend = 0;
+    st->nckpt = 0;
     st->pend_bytes = 0;
 }
 
@@ -1008,6 +1013,34 @@ pend_grow(struct store *st)
     st->pend = tab;
     st->pend_cap = cap;
     return STORE_OK;
+}
+
+/* Takes one entry out of the table, by backward shift: the entries
+ * after it in its probe run move up, so no lookup ever stops short. */
+static void
+pend_remove(struct store *st, struct pend *p)
+{
+    size_t mask = st->pend_cap - 1, i = (size_t)(p - st->pend), j = i, home;
+
+    st->pend_bytes -= p->len;
+    st->npend--;
+    if (p->kind == P_CHECKPOINT)
+        st->nckpt--;
+    free(p->key);
+    free(p->json);
+    memset(p, 0, sizeof(*p));
+    for (;;) {
+        j = (j + 1) & mask;
+        if (st->pend[j].key == NULL)
+            return;
+        home = (size_t)pend_hash(st->pend[j].kind, st->pend[j].key) & mask;
+        /* Stays when its home is cyclically within (i, j]. */
+        if (i <= j ? (i < home && home <= j) : (i < home || home <= j))
+            continue;
+        st->pend[i] = st->pend[j];
+        memset(&st->pend[j], 0, sizeof(st->pend[j]));
+        i = j;
+    }
 }
 
 /*
@@ -1047,6 +1080,8 @@ pend_get(struct store *st, enum pend_kind kind, const char *key, size_t bytes,
     p->key = k;
     p->kind = kind;
     st->npend++;
+    if (kind == P_CHECKPOINT)
+        st->nckpt++;
     *out = p;
     return STORE_OK;
 full:
@@ -1199,35 +1234,93 @@ flush_one(struct store *st, const struct pend *p)
     return run(st, S_CTR_PUT, what);
 }
 
-/* The pending changes, into the transaction begun: they leave memory only
- * once it commits (pend_clear). */
+/*
+ * What one transaction writes of the pending changes (write_some): all of
+ * them, or at most STORE_FLUSH_MAX container records (checkpoints only
+ * with all: one must never be on disk ahead of a record changed before
+ * it). The keys are the entries' own, valid until `written` removes them.
+ */
+struct pick {
+    bool all;
+    size_t n;
+    const char *ids[STORE_FLUSH_MAX];
+};
+
 static int
-flush_pending(struct store *st)
+write_pick(struct store *st, struct pick *pk, struct pend *p)
 {
+    int result = flush_one(st, p);
+
+    if (result == STORE_OK && !pk->all)
+        pk->ids[pk->n++] = p->key;
+    return result;
+}
+
+/*
+ * The pending changes into the transaction begun: every one when no more
+ * than `max` wait, else the record of container `id` (NULL: none in
+ * particular) and other records up to `max`. They leave memory only once
+ * the transaction commits (written).
+ */
+static int
+write_some(struct store *st, const char *id, size_t max, struct pick *pk)
+{
+    struct pend *p;
     size_t i;
     int result;
 
-    for (i = 0; i < st->pend_cap; i++) {
-        if (st->pend[i].key == NULL)
+    pk->n = 0;
+    pk->all = st->npend - st->nckpt <= max;
+    if (max > STORE_FLUSH_MAX)
+        max = STORE_FLUSH_MAX;
+    if (!pk->all && id != NULL && max > 0) {
+        p = pend_slot(st->pend, st->pend_cap, P_CONTAINER, id);
+        if (p->key != NULL) {
+            result = write_pick(st, pk, p);
+            if (result != STORE_OK)
+                return result;
+        }
+    }
+    for (i = 0; i < st->pend_cap && (pk->all || pk->n < max); i++) {
+        p = &st->pend[i];
+        if (p->key == NULL ||
+            (!pk->all && (p->kind != P_CONTAINER ||
+                          (id != NULL && strcmp(p->key, id) == 0))))
             continue;
-        result = flush_one(st, &st->pend[i]);
+        result = write_pick(st, pk, p);
         if (result != STORE_OK)
             return result;
     }
     return STORE_OK;
 }
 
-int
-store_flush(struct store *st)
+/* After the commit: what write_some wrote leaves memory. */
+static void
+written(struct store *st, const struct pick *pk)
 {
+    size_t i;
+
+    if (pk->all) {
+        pend_clear(st);
+        return;
+    }
+    for (i = 0; i < pk->n; i++)
+        pend_remove(
+            st, pend_slot(st->pend, st->pend_cap, P_CONTAINER, pk->ids[i]));
+}
+
+int
+store_flush_some(struct store *st, const char *id, size_t max)
+{
+    struct pick pk;
     int result;
 
-    if (st->npend == 0)
+    if (st->npend == 0 || max == 0)
         return STORE_OK;
     result = begin(st, "flush");
     if (result != STORE_OK)
         return result;
-    result = flush_pending(st);
+    result = write_some(st, id, max, &pk);
     if (result != STORE_OK) {
         rollback(st);
         return result;
@@ -1236,8 +1329,14 @@ store_flush(struct store *st)
     if (result != STORE_OK)
         return result;
     /* Only now, committed, may the changes leave memory. */
-    pend_clear(st);
+    written(st, &pk);
     return STORE_OK;
+}
+
+int
+store_flush(struct store *st)
+{
+    return store_flush_some(st, NULL, SIZE_MAX);
 }
 
 int
@@ -1374,10 +1473,12 @@ bind_delivered(struct store *st, const char *report_id, int64_t now_ms,
 
 /*
  * store_add_report, or with `delivered` a report delivered as it is
- * stored. The pending changes (container records, checkpoints) go in the
- * same transaction: they are due before the report anyway (a report must
+ * stored. The pending changes go in the same transaction, its
+ * container's record first: it is due before the report (a report must
  * never be on disk ahead of the steps that led to it), and one commit
- * costs less than two.
+ * costs less than two. Only STORE_REPORT_ROWS of them: thousands pending
+ * after a burst of new containers made one report's commit 150 ms of a
+ * loop turn; the rest go with the next flush.
  */
 static int
 add_report(struct store *st, const char *report_id, const char *container_id,
@@ -1386,7 +1487,7 @@ add_report(struct store *st, const char *report_id, const char *container_id,
     static const char what[] = "add report";
     enum stmt_id ins = delivered ? S_REPORT_INSERT_DELIVERED : S_REPORT_INSERT;
     sqlite3_stmt *s = st->stmt[ins];
-    bool flushed = false;
+    struct pick pk = {.all = false, .n = 0};
     int result, rc;
 
     if (!store_valid_id(report_id, STORE_REPORT_ID_MAX) ||
@@ -1399,10 +1500,8 @@ add_report(struct store *st, const char *report_id, const char *container_id,
             return result;
     }
     result = begin(st, what);
-    if (result == STORE_OK && st->npend > 0) {
-        result = flush_pending(st);
-        flushed = true;
-    }
+    if (result == STORE_OK && st->npend > 0)
+        result = write_some(st, container_id, STORE_REPORT_ROWS, &pk);
     if (result != STORE_OK)
         goto out;
     result = bind_text(st, s, 1, report_id, strlen(report_id), what);
@@ -1439,8 +1538,8 @@ add_report(struct store *st, const char *report_id, const char *container_id,
     if (result != STORE_OK)
         goto out;
     result = commit(st, what);
-    if (result == STORE_OK && flushed)
-        pend_clear(st);
+    if (result == STORE_OK)
+        written(st, &pk);
 out:
     rollback(st); /* nothing to undo once committed */
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */

@@ -174,6 +174,9 @@ const char *store_dead_reason_name(enum store_dead_reason r);
  * container's record (store_delete_container). Killed in between, reapd
  * finds the record at restart, makes the same report again, and is told
  * it is a duplicate.
+ *
+ * The pending changes go in its transaction as store_flush_some(st,
+ * container_id, 32) would write them: the container's record first.
  */
 int store_add_report(struct store *st, const char *report_id,
                      const char *container_id, const char *body, size_t len,
@@ -403,6 +406,19 @@ int store_get_checkpoint(struct store *st, const char *key, int64_t *value);
  * Cheap when nothing is pending.
  */
 int store_flush(struct store *st);
+
+/* Most container records store_flush_some writes in one transaction. */
+#define STORE_FLUSH_MAX 256
+
+/*
+ * As store_flush, but when more than `max` container records wait, only
+ * the record of container `id` (NULL: none in particular) and others, up
+ * to `max` (at most STORE_FLUSH_MAX) in all; the checkpoints wait for the
+ * transaction that writes the last record, so none is on disk ahead of a
+ * record changed before it. The rest stays pending (store_pending). So a
+ * caller that needs one record on disk never waits for thousands.
+ */
+int store_flush_some(struct store *st, const char *id, size_t max);
 
 /* As store_flush, with its commit synced (synchronous=FULL): it survives
  * a power loss, and so does every commit before it (the WAL is one file,

@@ -882,6 +882,45 @@ t_events_checkpoint_stored(void **state)
     h_free(h);
 }
 
+/* Records pending past a transaction's worth are written a slice at a
+ * time, over loop turns, not in one commit; every one ends on disk. */
+static bool
+all_written(struct store *st, size_t n)
+{
+    struct store_containers all = {0};
+    size_t have;
+
+    if (store_pending(st) != 0)
+        return false;
+    assert_int_equal(store_get_containers(st, &all), STORE_OK);
+    have = all.n;
+    store_containers_free(&all);
+    return have == n;
+}
+
+static void
+t_records_written_in_slices(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    char id[CTR_ID_SIZE], name[32];
+    uint64_t commits;
+    unsigned i;
+
+    (void)state;
+    commits = store_commits(st);
+    for (i = 0; i < 200; i++) {
+        tu_container_id(id, 1000 + i);
+        snprintf(name, sizeof(name), "many-%u", i);
+        fake_engine_add(h->fe, id, name, MANAGED, NULL, 1);
+    }
+    TU_RUN_UNTIL(h->l, all_written(st, 200), 5000);
+    /* 32 at most in each. */
+    assert_true(store_commits(st) - commits >= 200 / 32);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* The last engine outage an earlier run saw end is remembered: a reapd
  * killed soon after it still says that an exit in it happened while the
  * engine was down (found by the chaos soak: the record that said so could
@@ -1545,6 +1584,7 @@ main(void)
         cmocka_unit_test(t_running_container_survives_kill),
         cmocka_unit_test(t_checkpoint_held_while_discovering),
         cmocka_unit_test(t_events_checkpoint_stored),
+        cmocka_unit_test(t_records_written_in_slices),
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_lazy_commit),
         cmocka_unit_test(t_last_outage_remembered),
