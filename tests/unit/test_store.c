@@ -60,7 +60,7 @@ tmpdir_free(const char *dir)
 /* The stores open now, by directory (raw_open). */
 #define NOPENED 4
 static struct {
-    char dir[64];
+    char dir[128];
     struct store *st;
 } opened[NOPENED];
 
