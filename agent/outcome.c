@@ -132,28 +132,146 @@ cleanup_result(const struct lc *lc)
     return REAPER_CLEANUP_UNCONFIRMED;
 }
 
-/* false only when the report could not be made for want of memory (then
- * nothing of it was written): make it again later. */
+/*
+ * A report made and waiting for the end of its loop turn. It owns `json`;
+ * `c` stays (c->report_due) until outcome_commit is done with it.
+ */
+struct queued {
+    struct rec *c;
+    char *json;
+    size_t len;
+    char report_id[sizeof(((struct report *)0)->report_id)];
+    const char *source; /* exit_code_source, static */
+    uint64_t cleanup_ms;
+    uint64_t obs_ns; /* r->obs_ns when made: for the added latency */
+};
+
+static void on_commit(evutil_socket_t fd, short what, void *arg);
+static void write_queued(struct reaper *r);
+static void commit_some(struct reaper *r, struct queued *v, size_t n);
+
+/*
+ * Reports queued in a turn are written once this many wait, or at the
+ * turn's end. A 3,000-exit burst makes 30-40 per turn: written at the
+ * turn's end, each waited for the rest of it (added latency p99 10-131
+ * ms against 1.4-3.8 written one by one); eight at a time, 4.0-4.9 ms,
+ * and most of the saving (CPU per exit 496 us against 623 one by one and
+ * 427 at the turn's end; docs/performance.md).
+ */
+#define REPORT_BATCH 8
+
+/*
+ * Whether this is the loop turn's first report: libevent's time of the
+ * turn says which turn it is (outside the loop, as in some tests, every
+ * call is a turn of its own).
+ */
+static bool
+first_of_turn(struct reaper *r)
+{
+    struct outcome_queue *q = &r->oq;
+    struct timeval tv;
+
+    if (event_base_gettimeofday_cached(loop_base(r->l), &tv) != 0)
+        return true;
+    if (tv.tv_sec == q->turn_tv.tv_sec && tv.tv_usec == q->turn_tv.tv_usec)
+        return false;
+    q->turn_tv = tv;
+    return true;
+}
+
+int
+outcome_init(struct reaper *r)
+{
+    r->oq.ev = event_new(loop_base(r->l), -1, 0, on_commit, r);
+    return r->oq.ev != NULL ? 0 : -1;
+}
+
+void
+outcome_cleanup(struct reaper *r)
+{
+    outcome_commit(r);
+    if (r->oq.ev != NULL)
+        event_free(r->oq.ev);
+    r->oq.ev = NULL;
+    free(r->oq.v);
+    r->oq.v = NULL;
+    r->oq.cap = 0;
+}
+
+/*
+ * Writes a made report, or queues it for the end of the turn; false: out
+ * of memory. The turn's first report is written at once, as it would be
+ * alone: at a sustained pace that is nearly every one, and its latency is
+ * that of its own write. Those that follow in the same turn (a burst:
+ * 30-40 per turn of a 3,000-exit burst) share one write at its end.
+ */
+static bool
+enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
+{
+    struct reaper *r = c->r;
+    struct outcome_queue *q = &r->oq;
+    struct queued *e, one;
+
+    if (q->n == 0 && first_of_turn(r)) {
+        e = &one;
+    } else {
+        if (q->n == q->cap) {
+            size_t ncap = q->cap == 0 ? 16 : q->cap * 2;
+
+            e = realloc(q->v, ncap * sizeof(*e));
+            if (e == NULL)
+                return false;
+            q->v = e;
+            q->cap = ncap;
+        }
+        e = &q->v[q->n];
+    }
+    e->c = c;
+    e->json = json;
+    e->len = len;
+    snprintf(e->report_id, sizeof(e->report_id), "%s", rep->report_id);
+    e->source = rep->exit_code_source;
+    e->cleanup_ms = rep->cleanup_ms;
+    e->obs_ns = r->obs_ns;
+    if (e == &one) {
+        commit_some(r, e, 1);
+        free(json);
+        c->report_due = false;
+        return true;
+    }
+    q->n++;
+    c->report_queued = true;
+    c->report_due = true;
+    /* After every callback made ready with the one running: the end of
+     * the turn. */
+    if (q->n == 1)
+        event_active(q->ev, EV_TIMEOUT, 1);
+    /* Enough to share a write: written now, the records let go at the
+     * turn's end all the same. */
+    if (q->n - q->nwritten >= REPORT_BATCH)
+        write_queued(r);
+    return true;
+}
+
 bool
 outcome_report(struct rec *c)
 {
     struct reaper *r = c->r;
     const struct lc *lc = &c->lc;
     struct report rep;
-    struct log_fields fields = {0};
     const char *anomalies[16];
     char now[40], key[40];
     const char *exit_key;
     char *json;
     size_t len, n = 0;
     uint32_t bit;
-    bool journaled;
     const double *bounds;
     size_t nbounds;
-    int rc;
 
-    if (!c->report_on)
+    if (!c->report_on) {
+        c->report_due = false;
         return true;
+    }
     memset(&rep, 0, sizeof(rep));
     rep.node = r->cfg->node;
     rep.container_id = c->id;
@@ -194,8 +312,10 @@ outcome_report(struct rec *c)
         exit_key = "unknown";
     }
     report_make_id(&rep, exit_key);
-    if (already_reported(c))
+    if (already_reported(c)) {
+        c->report_due = false;
         return true;
+    }
 
     json = report_to_json(&rep, &len);
     if (json == NULL) {
@@ -203,66 +323,179 @@ outcome_report(struct rec *c)
         log_error(c->id, "out of memory making a report; again in 1 s");
         return false;
     }
+    if (!enqueue(c, json, len, &rep)) {
+        free(json);
+        r->st.report_errors++;
+        log_error(c->id, "out of memory queueing a report; again in 1 s");
+        return false;
+    }
     bounds = reaper_cleanup_bounds(&nbounds);
     reaper_hist_observe(&r->st.cleanup[cleanup_result(lc)], bounds, nbounds,
                         (double)rep.cleanup_ms / 1000.0);
-    /* reports.jsonl first, then the store: a crash between the two
-     * leaves the record unforgotten, so the same report (same id) is made
-     * again after the restart; never the other way round. */
-    errno = 0;
-    journaled = r->rl != NULL && persist_journal_append(r, json, len) == 0;
-    if (r->rl != NULL && !journaled && errno == EAGAIN) {
-        /* A rotation's checkpoint is not on disk yet: nothing goes into
-         * the new file before it is (docs/state.md, "Rotation"). */
-        log_info(c->id,
-                 "report %s goes to the state database alone (synced): "
-                 "%s is being rotated",
-                 rep.report_id, report_log_path(r->rl));
-    } else if (r->rl != NULL && !journaled) {
-        r->st.report_errors++;
-        log_error(c->id, "cannot append the report to %s: %m",
-                  report_log_path(r->rl));
-    }
-    if (r->store != NULL) {
-        /* Not in the journal: the store's own commit must be synced. */
-        store_set_journaled(r->store, journaled);
-        rc = persist_store_report(r, rep.report_id, c->id, json, len);
-        store_set_journaled(r->store, r->rl != NULL);
-        if (rc != 0) {
-            persist_keep_unsaved(r, rep.report_id, c->id, json, len,
-                                 !journaled);
-            c->report_only_in_memory = !journaled;
-            free(json);
-            return true;
-        }
-        persist_journal_stored(r);
-    }
+    return true;
+}
+
+/* Counts, logs and hands on a report now in the store (or, without one,
+ * in reports.jsonl alone). */
+static void
+made(struct reaper *r, const struct queued *e)
+{
+    const struct rec *c = e->c;
+    const struct lc *lc = &c->lc;
+    struct log_fields fields = {0};
+    const double *bounds;
+    size_t nbounds;
+
     r->st.reports++;
-    if (r->obs_ns != 0) {
+    if (e->obs_ns != 0) {
         bounds = reaper_latency_bounds(&nbounds);
         reaper_hist_observe(&r->st.report_latency, bounds, nbounds,
-                            (double)(loop_now_ns() - r->obs_ns) / 1e9);
+                            (double)(loop_now_ns() - e->obs_ns) / 1e9);
     }
     if (lc->anomalies & LC_AN_EXIT_CODE_MISMATCH)
         r->st.exit_code_mismatches++;
     if (lc->anomalies & LC_AN_GAVE_UP)
         r->st.gave_up++;
-    fields.report_id = rep.report_id;
+    fields.report_id = e->report_id;
     fields.state = lc_state_name(lc->state);
     if (lc->exit_known)
         log_fields(LOG_LEVEL_INFO, c->id, &fields,
                    "report %s: exit_code %d (%s), removed %s, cleanup %llu ms",
-                   rep.report_id, lc->exit_code, rep.exit_code_source,
+                   e->report_id, lc->exit_code, e->source,
                    lc->removed ? "true" : "false",
-                   (unsigned long long)rep.cleanup_ms);
+                   (unsigned long long)e->cleanup_ms);
     else
         log_fields(LOG_LEVEL_INFO, c->id, &fields,
-                   "report %s: exit code unknown, removed %s", rep.report_id,
+                   "report %s: exit code unknown, removed %s", e->report_id,
                    lc->removed ? "true" : "false");
     if (r->report_cb != NULL)
-        r->report_cb(json, len, r->report_arg);
-    free(json);
-    return true;
+        r->report_cb(e->json, e->len, r->report_arg);
+}
+
+/*
+ * Writes `n` queued reports (at most STORE_REPORTS_MAX): reports.jsonl
+ * first, then the store. A crash between the two leaves the records
+ * unforgotten, so the same reports (same ids) are made again after the
+ * restart; never the other way round.
+ */
+static void
+commit_some(struct reaper *r, struct queued *v, size_t n)
+{
+    struct report_line lines[STORE_REPORTS_MAX];
+    struct store_new_report sv[STORE_REPORTS_MAX];
+    bool journaled = false, stored = false;
+    size_t i;
+    int e;
+
+    for (i = 0; i < n; i++) {
+        lines[i].json = v[i].json;
+        lines[i].len = v[i].len;
+    }
+    r->st.report_writes++;
+    if (r->rl != NULL) {
+        errno = 0;
+        journaled = persist_journal_append_many(r, lines, n) == 0;
+        e = errno;
+        for (i = 0; !journaled && i < n; i++) {
+            if (e == EAGAIN) {
+                /* A rotation's checkpoint is not on disk yet: nothing
+                 * goes into the new file before it is (docs/state.md,
+                 * "Rotation"). */
+                log_info(v[i].c->id,
+                         "report %s goes to the state database alone "
+                         "(synced): %s is being rotated",
+                         v[i].report_id, report_log_path(r->rl));
+            } else {
+                r->st.report_errors++;
+                log_error(v[i].c->id, "cannot append the report to %s: %s",
+                          report_log_path(r->rl), strerror(e));
+            }
+        }
+    }
+    if (r->store != NULL) {
+        for (i = 0; i < n; i++) {
+            sv[i].report_id = v[i].report_id;
+            sv[i].container_id = v[i].c->id;
+            sv[i].body = v[i].json;
+            sv[i].len = v[i].len;
+        }
+        /* Not in the journal: the store's own commit must be synced. */
+        store_set_journaled(r->store, journaled);
+        if (persist_store_reports(r, sv, n) != 0)
+            for (i = 0; i < n; i++)
+                sv[i].result = STORE_ERROR;
+        store_set_journaled(r->store, r->rl != NULL);
+    }
+    for (i = 0; i < n; i++) {
+        if (r->store != NULL && sv[i].result != STORE_OK) {
+            persist_keep_unsaved(r, v[i].report_id, v[i].c->id, v[i].json,
+                                 v[i].len, !journaled);
+            v[i].c->report_only_in_memory = !journaled;
+            continue;
+        }
+        stored = true;
+        made(r, &v[i]);
+    }
+    if (stored && r->store != NULL)
+        persist_journal_stored(r);
+}
+
+/* Writes the reports queued and not yet written. */
+static void
+write_queued(struct reaper *r)
+{
+    struct outcome_queue *q = &r->oq;
+    size_t n;
+
+    while (q->nwritten < q->n) {
+        n = q->n - q->nwritten;
+        if (n > STORE_REPORTS_MAX)
+            n = STORE_REPORTS_MAX;
+        commit_some(r, q->v + q->nwritten, n);
+        q->nwritten += n;
+    }
+}
+
+void
+outcome_commit(struct reaper *r)
+{
+    struct outcome_queue *q = &r->oq;
+    struct queued *v;
+    size_t nv, cap, i;
+
+    write_queued(r);
+    /* Taken whole: what runs from here (a record forgotten) may queue
+     * another report, for a turn of its own. */
+    v = q->v;
+    nv = q->n;
+    cap = q->cap;
+    q->v = NULL;
+    q->n = q->cap = q->nwritten = 0;
+    for (i = 0; i < nv; i++) {
+        struct rec *c = v[i].c;
+
+        free(v[i].json);
+        c->report_queued = false;
+        c->report_due = false;
+        if (c->forget_due)
+            reaper_forget(c);
+        else
+            persist_rec(c); /* the step that reported, held till now */
+    }
+    if (q->v == NULL) { /* kept for the next turn's */
+        q->v = v;
+        q->cap = cap;
+    } else {
+        free(v);
+    }
+}
+
+static void
+on_commit(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    outcome_commit(arg);
 }
 
 static void
@@ -276,9 +509,13 @@ on_report_again(evutil_socket_t fd, short what, void *arg)
         reaper_arm(c, &c->again, on_report_again, 1000);
         return;
     }
-    c->report_due = false;
+    /* Queued: outcome_commit goes on; or nothing to write. */
+    if (c->report_due)
+        return;
     if (c->forget_due)
         reaper_forget(c);
+    else
+        persist_rec(c);
 }
 
 void

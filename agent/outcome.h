@@ -7,18 +7,50 @@
  * another id, writes it to reports.jsonl and then the store (persist.h),
  * counts it in the metrics and hands it to the reaper's report callback
  * (delivery). Part of the reaper (reaper_int.h).
+ *
+ * The reports made in one loop turn are written together at its end
+ * (outcome_commit): one write and one fdatasync of reports.jsonl, one
+ * transaction. A burst of exits settles tens of them per turn, each of
+ * which cost a sync of its own (0.5-1 ms here) before.
  */
 #ifndef REAPD_OUTCOME_H
 #define REAPD_OUTCOME_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <sys/time.h>
 
+struct event;
+struct reaper;
 struct rec;
+struct queued;
 
-/* Makes c's report (nothing when its policy does not report). false only
- * when it could not be made for want of memory, and then nothing of it
- * was written: make it again (outcome_report_later). */
+/* The reports made this loop turn, waiting for its end. */
+struct outcome_queue {
+    struct queued *v;
+    size_t n, cap;
+    size_t nwritten; /* v[0..nwritten) are written, waiting for release */
+    struct timeval turn_tv; /* the turn of the last report written at once */
+    struct event *ev;       /* active while n > 0 */
+};
+
+/* 0, or -1 (out of memory). */
+int outcome_init(struct reaper *r);
+/* Commits what waits (outcome_commit), then frees the queue. */
+void outcome_cleanup(struct reaper *r);
+
+/* Makes c's report (nothing when its policy does not report) and queues
+ * it for the end of this loop turn: c->report_due until it is written
+ * (or kept in memory for a full disk), and c is forgotten only after
+ * (c->forget_due). false only when it could not be made for want of
+ * memory, and then nothing of it was queued: make it again
+ * (outcome_report_later). */
 bool outcome_report(struct rec *c);
+/* Writes the reports queued (reports.jsonl, then the store), counts them,
+ * hands them on, and forgets the records waiting for that. Runs at the
+ * end of each loop turn that made one; now, for a caller that cannot
+ * wait (stopping). */
+void outcome_commit(struct reaper *r);
 /* Makes it again in a second; c is forgotten only after it
  * (c->forget_due). */
 void outcome_report_later(struct rec *c);

@@ -96,6 +96,7 @@ static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_store_retry(evutil_socket_t fd, short what, void *arg);
 static void on_prune(evutil_socket_t fd, short what, void *arg);
 static void on_checkpoint(evutil_socket_t fd, short what, void *arg);
+static void on_delq(evutil_socket_t fd, short what, void *arg);
 static void arm_store_retry(struct reaper *r);
 
 int
@@ -108,13 +109,15 @@ persist_init(struct reaper *r)
     ps->retry = evtimer_new(base, on_store_retry, r);
     ps->prune_timer = evtimer_new(base, on_prune, r);
     ps->ckpt_ev = evtimer_new(base, on_checkpoint, r);
+    ps->delq_ev = event_new(base, -1, 0, on_delq, r);
     /* Without the thread (none to be had), the copy runs on the loop. */
     ps->bio = bio_new(base);
     if (ps->bio == NULL)
         log_warn(NULL, "state: no thread for checkpoints; they run on the "
                        "loop");
     return ps->flush_ev != NULL && ps->retry != NULL &&
-                   ps->prune_timer != NULL && ps->ckpt_ev != NULL
+                   ps->prune_timer != NULL && ps->ckpt_ev != NULL &&
+                   ps->delq_ev != NULL
                ? 0
                : -1;
 }
@@ -153,6 +156,9 @@ persist_cleanup(struct reaper *r)
         event_free(ps->prune_timer);
     if (ps->ckpt_ev != NULL)
         event_free(ps->ckpt_ev);
+    if (ps->delq_ev != NULL)
+        event_free(ps->delq_ev);
+    ps->delq_ev = NULL;
     if (r->store != NULL)
         store_on_wal(r->store, 0, NULL, NULL);
     ps->flush_ev = ps->retry = ps->prune_timer = ps->ckpt_ev = NULL;
@@ -459,6 +465,34 @@ persist_store_report(struct reaper *r, const char *id, const char *cid,
     return rc < 0 ? -1 : 0;
 }
 
+int
+persist_store_reports(struct reaper *r, struct store_new_report *v, size_t n)
+{
+    int rc;
+    size_t i;
+
+    if (r->cfg->upstream_url == NULL)
+        rc = store_add_reports(r->store, v, n, report_now_ms(), true);
+    else
+        rc = store_add_reports(r->store, v, n, report_now_ms(), false);
+    persist_result(r, rc, "storing reports");
+    if (rc < 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        if (v[i].result == STORE_DUPLICATE) {
+            r->ps.duplicates++;
+            log_fields(LOG_LEVEL_INFO, v[i].container_id,
+                       &(struct log_fields){.report_id = v[i].report_id},
+                       "report %s was already made before a restart",
+                       v[i].report_id);
+            v[i].result = STORE_OK;
+        } else if (v[i].result < 0) {
+            persist_result(r, v[i].result, "storing a report");
+        }
+    }
+    return 0;
+}
+
 /*
  * The stored checkpoint is past the end of reports.jsonl: a rotation just
  * started a new file, or a start found the file shorter (a rotation a
@@ -489,11 +523,20 @@ journal_catch_up(struct reaper *r)
 int
 persist_journal_append(struct reaper *r, const char *json, size_t len)
 {
+    struct report_line line = {.json = json, .len = len};
+
+    return persist_journal_append_many(r, &line, 1);
+}
+
+int
+persist_journal_append_many(struct reaper *r, const struct report_line *v,
+                            size_t n)
+{
     if (r->store != NULL && !journal_catch_up(r)) {
         errno = EAGAIN;
         return -1;
     }
-    return report_log_append(r->rl, json, len);
+    return report_log_append_many(r->rl, v, n);
 }
 
 /* After a failed rotation the file grows on; tried again this much later
@@ -887,6 +930,12 @@ persist_rec(struct rec *c)
         c->persist_done = false;
         return;
     }
+    /* Its report waits for the end of the turn (outcome_commit), or to be
+     * made again (out of memory), which writes this record after it: the
+     * step that reported must not be on disk ahead of the report (a kill
+     * -9 in between would lose it). */
+    if (c->report_due)
+        return;
     if (c->lc.exited && c->exited_wall_ms == 0)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)
@@ -1029,26 +1078,118 @@ persist_resume_loaded(struct reaper *r)
     free(waiting);
 }
 
-/* Writes c's record as it stands and flushes every pending change; false
- * (logged once by persist_result) when the state cannot be written. */
-bool
+/*
+ * Whether this loop turn is a new one since `*last` (then it becomes
+ * *last): libevent's time of the turn says which (outside the loop, each
+ * call is a turn of its own).
+ */
+static bool
+new_turn(struct reaper *r, struct timeval *last)
+{
+    struct timeval tv;
+
+    if (event_base_gettimeofday_cached(loop_base(r->l), &tv) != 0)
+        return true;
+    if (tv.tv_sec == last->tv_sec && tv.tv_usec == last->tv_usec)
+        return false;
+    *last = tv;
+    return true;
+}
+
+/* The DELETEs queued: their records in one commit, then each is sent,
+ * or held when that failed (logged once by persist_result). */
+static void
+flush_delq(struct reaper *r)
+{
+    struct persist *ps = &r->ps;
+    const char *ids[PERSIST_DELETE_BATCH];
+    struct rec *q[PERSIST_DELETE_BATCH];
+    size_t i, n = ps->ndelq;
+    uint64_t t0 = loop_now_ns();
+    int rc;
+
+    if (n == 0)
+        return;
+    for (i = 0; i < n; i++) {
+        q[i] = ps->delq[i];
+        ids[i] = q[i]->id;
+        q[i]->delete_queued = false;
+    }
+    ps->ndelq = 0;
+    turn_roll(ps, loop_base(r->l));
+    reaper_put_checkpoint(r);
+    rc = store_flush_ids(r->store, ids, n, FLUSH_SLICE_ROWS);
+    ps->turn_flush_ns += loop_now_ns() - t0;
+    persist_result(r, rc, "saving container records");
+    if (rc < 0)
+        arm_store_retry(r);
+    else if (store_pending(r->store) > 0)
+        schedule_flush(r, 0);
+    for (i = 0; i < n; i++) {
+        if (rc < 0) {
+            r->st.deletes_held++;
+            log_debug(q[i]->id, "DELETE held: its record cannot be written "
+                                "yet");
+        }
+        reaper_delete_written(q[i], rc >= 0);
+    }
+}
+
+static void
+on_delq(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    flush_delq(arg);
+}
+
+enum persist_delete
 persist_before_delete(struct rec *c)
 {
     struct reaper *r = c->r;
+    struct persist *ps = &r->ps;
     int rc;
 
     if (r->store == NULL)
-        return true;
+        return PERSIST_NOW;
     persist_rec(c);
-    rc = flush_slice(r, c->id);
     /* The step's own persist, after its actions, would write the same. */
     c->persist_done = true;
+    if (ps->ndelq > 0 || !new_turn(r, &ps->delete_tv)) {
+        ps->delq[ps->ndelq++] = c;
+        c->delete_queued = true;
+        if (ps->ndelq == 1)
+            event_active(ps->delq_ev, EV_TIMEOUT, 1);
+        if (ps->ndelq == PERSIST_DELETE_BATCH)
+            flush_delq(r);
+        return PERSIST_QUEUED;
+    }
+    rc = flush_slice(r, c->id);
     if (rc < 0) {
         r->st.deletes_held++;
         log_debug(c->id, "DELETE held: its record cannot be written yet");
-        return false;
+        return PERSIST_HELD;
     }
-    return true;
+    return PERSIST_NOW;
+}
+
+/* c is being forgotten: a DELETE of it waiting in the queue is dropped. */
+static void
+delq_drop(struct rec *c)
+{
+    struct persist *ps = &c->r->ps;
+    size_t i;
+
+    if (!c->delete_queued)
+        return;
+    for (i = 0; i < ps->ndelq && ps->delq[i] != c; i++)
+        ;
+    if (i < ps->ndelq) {
+        memmove(&ps->delq[i], &ps->delq[i + 1],
+                (ps->ndelq - i - 1) * sizeof(ps->delq[0]));
+        ps->ndelq--;
+    }
+    c->delete_queued = false;
 }
 
 int
@@ -1071,6 +1212,7 @@ persist_start(struct reaper *r)
 void
 persist_forget(struct rec *c)
 {
+    delq_drop(c);
     if (c->report_only_in_memory && c->persisted) {
         /* Its report waits in memory for the store (the disk full), in
          * no file: killed now, reapd would lose it. The record stays, so

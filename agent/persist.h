@@ -27,6 +27,9 @@ struct reaper;
 struct rec;
 struct unsaved;
 
+/* DELETEs whose records one commit writes (persist_before_delete). */
+#define PERSIST_DELETE_BATCH 8
+
 struct persist {
     struct event *flush_ev;
     bool flush_scheduled;
@@ -53,6 +56,12 @@ struct persist {
     uint64_t rotations;
     bool rotate_failing;      /* the last rotation failed; said once */
     uint64_t rotate_again_ms; /* loop time of the next try after one */
+    /* DELETEs of this loop turn waiting for their records' commit
+     * (persist_before_delete), and the turn of the last sent at once. */
+    struct rec *delq[PERSIST_DELETE_BATCH];
+    size_t ndelq;
+    struct event *delq_ev; /* active while ndelq > 0: the turn's end */
+    struct timeval delete_tv;
 };
 
 /* 0, or -1 when out of memory. */
@@ -91,9 +100,16 @@ void persist_result(struct reaper *r, int rc, const char *what);
 /* After every step of a managed record: writes what a restart must not
  * forget (see persist.c). */
 void persist_rec(struct rec *c);
-/* Writes c's record and flushes every pending change before its DELETE;
- * false when the state cannot be written (the DELETE waits). */
-bool persist_before_delete(struct rec *c);
+/*
+ * c's DELETE is due: its record, saying it is being removed, must be on
+ * disk first. The loop turn's first DELETE writes it (with a slice of the
+ * other pending changes) at once: PERSIST_NOW, send it. The next ones of
+ * the same turn share one commit, when PERSIST_DELETE_BATCH wait or at
+ * the turn's end: PERSIST_QUEUED, and reaper_delete_written says when.
+ * PERSIST_HELD: the state cannot be written (the DELETE waits).
+ */
+enum persist_delete { PERSIST_NOW, PERSIST_QUEUED, PERSIST_HELD };
+enum persist_delete persist_before_delete(struct rec *c);
 /* Drops c's stored record (c is being forgotten). */
 void persist_forget(struct rec *c);
 
@@ -115,6 +131,18 @@ void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
  * lie before it, never replayed; the caller then stores the report as
  * one in no journal. */
 int persist_journal_append(struct reaper *r, const char *json, size_t len);
+/* persist_journal_append for `n` lines at once (report_log_append_many:
+ * at most REPORT_LOG_LINES_MAX, one sync). */
+struct report_line;
+int persist_journal_append_many(struct reaper *r, const struct report_line *v,
+                                size_t n);
+/* persist_store_report for `n` reports in one transaction
+ * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
+ * then v[i].result is STORE_OK for each one stored now or before (a
+ * duplicate), an error for one refused; -1: none stored. */
+struct store_new_report;
+int persist_store_reports(struct reaper *r, struct store_new_report *v,
+                          size_t n);
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush), and a file past
  * reports_log.max_bytes is rotated. */

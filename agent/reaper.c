@@ -432,6 +432,16 @@ unsent(struct rec *c, bool *inflight)
     reaper_arm(c, &c->step, step_fired, 1000);
 }
 
+void
+reaper_delete_written(struct rec *c, bool written)
+{
+    if (written)
+        c->delete_req = docker_delete(c->r->d, c->id, c->force, c->volumes,
+                                      delete_done, c);
+    if (c->delete_req == NULL)
+        unsent(c, &c->lc.delete_inflight);
+}
+
 bool
 reaper_apply(struct rec *c, const struct lc_result *res)
 {
@@ -462,12 +472,17 @@ reaper_apply(struct rec *c, const struct lc_result *res)
              * written first (with a slice of the other pending changes);
              * while that fails, the DELETE waits. */
             c->delete_req = NULL;
-            if (persist_before_delete(c))
-                c->delete_req = docker_delete(r->d, c->id, c->force,
-                                              c->volumes, delete_done, c);
             c->delete_t0 = loop_now_ms();
-            if (c->delete_req == NULL)
+            switch (persist_before_delete(c)) {
+            case PERSIST_NOW:
+                reaper_delete_written(c, true);
+                break;
+            case PERSIST_QUEUED: /* persist.c calls reaper_delete_written */
+                break;
+            case PERSIST_HELD:
                 unsent(c, &c->lc.delete_inflight);
+                break;
+            }
             break;
         case ACT_STEP_TIMER:
             reaper_arm(c, &c->step, step_fired, a->ms);
@@ -605,6 +620,11 @@ reaper_feed_kind(struct rec *c, enum lc_obs_kind kind)
 void
 reaper_forget(struct rec *c)
 {
+    if (c->report_queued) {
+        /* Its report is not written yet: outcome_commit forgets it. */
+        c->forget_due = true;
+        return;
+    }
     persist_forget(c);
     checkpoint_unhold(c);
     docker_cancel(c->meta_req);
@@ -1440,8 +1460,9 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->rl_slice_ev = evtimer_new(loop_base(l), on_relist_slice, r);
     r->rl_slice_ns = RELIST_SLICE_NS;
     if (ctable_init(&r->tab) != 0 || persist_init(r) != 0 ||
-        r->tombs == NULL || r->grant_ev == NULL || r->relist_timer == NULL ||
-        r->rl_free_ev == NULL || r->rl_slice_ev == NULL) {
+        outcome_init(r) != 0 || r->tombs == NULL || r->grant_ev == NULL ||
+        r->relist_timer == NULL || r->rl_free_ev == NULL ||
+        r->rl_slice_ev == NULL) {
         reaper_free(r);
         return NULL;
     }
@@ -1460,6 +1481,8 @@ reaper_free(struct reaper *r)
         return;
     if (r->d != NULL)
         docker_set_labels(r->d, NULL, NULL);
+    /* The reports of this turn are made: written before anything goes. */
+    outcome_cleanup(r);
     docker_cancel(r->relist_req);
     docker_list_free(r->rl_ans);
     r->rl_ans = NULL;

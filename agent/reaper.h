@@ -92,6 +92,9 @@ struct reaper_stats {
     uint64_t docker_reconnects;     /* events stream re-subscriptions */
     uint64_t containerd_reconnects; /* containerd events re-subscriptions */
     uint64_t reports;
+    /* Writes of reports to reports.jsonl and the store, each with its
+     * sync: the reports of a burst share them (outcome.h). */
+    uint64_t report_writes;
     uint64_t report_errors;
     uint64_t deletes_ok;
     uint64_t deletes_failed;

@@ -20,6 +20,7 @@
 #include "bounds.h"
 #include "ctable.h"
 #include "lifecycle.h"
+#include "outcome.h"
 #include "persist.h"
 #include "reaper.h"
 
@@ -102,6 +103,8 @@ struct rec {
      * this timer; the record is forgotten only after it. */
     struct event *again;
     bool report_due, forget_due;
+    bool report_queued; /* in the turn's queue (outcome_commit) */
+    bool delete_queued; /* its DELETE waits for its record's commit */
     /* Its report is in neither reports.jsonl nor the store (the disk
      * full): its stored record is not deleted when it is forgotten. */
     bool report_only_in_memory;
@@ -197,6 +200,7 @@ struct reaper {
     /* Durable state (NULL: none, as in unit tests). */
     struct store *store;
     struct persist ps;
+    struct outcome_queue oq;
 
     reaper_report_cb report_cb;
     void *report_arg;
@@ -224,6 +228,9 @@ bool reaper_feed(struct rec *c, const struct lc_obs *o);
 bool reaper_feed_kind(struct rec *c, enum lc_obs_kind kind);
 /* Carries out a lifecycle step's actions. */
 bool reaper_apply(struct rec *c, const struct lc_result *res);
+/* c's DELETE may go (`written`: its record is on disk), or waits a
+ * second (the state cannot be written). */
+void reaper_delete_written(struct rec *c, bool written);
 /* Cancels c's calls and timers, drops its stored record, frees it. */
 void reaper_forget(struct rec *c);
 /* (Re)arms one of c's timers (*ev created on first use) for `ms`. */

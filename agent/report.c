@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 #include <yajl/yajl_gen.h>
@@ -481,43 +482,61 @@ report_log_path(const struct report_log *rl)
 }
 
 int
-report_log_append(struct report_log *rl, const char *json, size_t len)
+report_log_append_many(struct report_log *rl, const struct report_line *v,
+                       size_t n)
 {
+    struct iovec iov[REPORT_LOG_LINES_MAX * 2];
+    static const char nl = '\n';
     struct stat st;
-    char *line;
+    size_t i, total = 0, niov = 0;
     ssize_t w;
     int result = -1, e = 0;
 
-    line = malloc(len + 1);
-    if (line == NULL)
+    if (n == 0)
+        return 0;
+    if (n > REPORT_LOG_LINES_MAX) {
+        errno = EINVAL;
         return -1;
-    memcpy(line, json, len);
-    line[len] = '\n';
+    }
+    for (i = 0; i < n; i++) {
+        iov[niov].iov_base = (void *)v[i].json;
+        iov[niov++].iov_len = v[i].len;
+        iov[niov].iov_base = (void *)&nl;
+        iov[niov++].iov_len = 1;
+        total += v[i].len + 1;
+    }
     if (fstat(rl->fd, &st) != 0) {
         e = errno;
         goto out;
     }
     do {
-        w = write(rl->fd, line, len + 1);
+        w = writev(rl->fd, iov, (int)niov);
     } while (w < 0 && errno == EINTR);
-    if (w != (ssize_t)(len + 1)) {
+    if (w != (ssize_t)total) {
         e = w < 0 ? errno : ENOSPC;
         /* Cut a partial line off, so the file holds whole lines only. */
         if (w > 0 && ftruncate(rl->fd, st.st_size) != 0)
             e = errno;
         goto out;
     }
-    rl->end = (int64_t)st.st_size + (int64_t)len + 1;
+    rl->end = (int64_t)st.st_size + (int64_t)total;
     if (fdatasync(rl->fd) != 0) {
         e = errno;
         goto out;
     }
     result = 0;
 out:
-    free(line);
     if (result != 0)
         errno = e;
     return result;
+}
+
+int
+report_log_append(struct report_log *rl, const char *json, size_t len)
+{
+    struct report_line line = {.json = json, .len = len};
+
+    return report_log_append_many(rl, &line, 1);
 }
 
 int64_t

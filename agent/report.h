@@ -146,6 +146,24 @@ void report_log_close(struct report_log *rl);
  * (errno set; the line was not, or not wholly, written).
  */
 int report_log_append(struct report_log *rl, const char *json, size_t len);
+
+/* One line of report_log_append_many: `len` bytes of JSON, no newline. */
+struct report_line {
+    const char *json;
+    size_t len;
+};
+
+/* Most lines report_log_append_many takes at once. */
+#define REPORT_LOG_LINES_MAX 64
+
+/*
+ * report_log_append for `n` lines (at most REPORT_LOG_LINES_MAX) in one
+ * write and one fdatasync: the reports of a loop turn share the sync. All
+ * or none: 0, or -1 with errno (no line written, or a partial write cut
+ * off again).
+ */
+int report_log_append_many(struct report_log *rl, const struct report_line *v,
+                           size_t n);
 const char *report_log_path(const struct report_log *rl);
 /* The file's size after the last append (or at open): the offset just past
  * the last whole line written. */

@@ -1148,6 +1148,10 @@ serve_metrics(struct status *s, struct evhttp_request *req)
                         (unsigned long long)st.docker_reconnects,
                         (unsigned long long)st.containerd_reconnects);
     metric(b, "reapd_reports_total", "counter", "Reports made.", st.reports);
+    metric(b, "reapd_report_writes_total", "counter",
+           "Writes of reports to disk, one sync each; reports of a burst "
+           "share one.",
+           st.report_writes);
     metric(b, "reapd_exit_code_corrections_total", "counter",
            "Exits whose die event code differed from the true code.",
            st.exit_code_mismatches);

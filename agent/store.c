@@ -1256,37 +1256,62 @@ write_pick(struct store *st, struct pick *pk, struct pend *p)
     return result;
 }
 
+/* Whether entry `p` was picked already (the keys are the entries' own). */
+static bool
+picked(const struct pick *pk, const struct pend *p)
+{
+    size_t i;
+
+    for (i = 0; i < pk->n; i++)
+        if (pk->ids[i] == p->key)
+            return true;
+    return false;
+}
+
 /*
  * The pending changes into the transaction begun: every one when no more
- * than `max` wait, else the record of container `id` (NULL: none in
- * particular) and other records up to `max`. They leave memory only once
+ * than `max` wait, else the records of the `nids` containers `ids` (those
+ * pending; at most STORE_REPORTS_MAX) and other records, up to `max` in
+ * all (the named ones are written whatever `max`). They leave memory only once
  * the transaction commits (written).
  */
 static int
-write_some(struct store *st, const char *id, size_t max, struct pick *pk)
+write_some(struct store *st, const char *const *ids, size_t nids, size_t max,
+           struct pick *pk)
 {
     struct pend *p;
-    size_t i;
+    size_t i, nnamed;
     int result;
 
     pk->n = 0;
     pk->all = st->npend - st->nckpt <= max;
+    if (pk->all)
+        nids = 0;
+    if (nids > STORE_REPORTS_MAX)
+        nids = STORE_REPORTS_MAX;
     if (max > STORE_FLUSH_MAX)
         max = STORE_FLUSH_MAX;
-    if (!pk->all && id != NULL && max > 0) {
-        p = pend_slot(st->pend, st->pend_cap, P_CONTAINER, id);
-        if (p->key != NULL) {
-            result = write_pick(st, pk, p);
-            if (result != STORE_OK)
-                return result;
-        }
+    for (i = 0; i < nids; i++) {
+        p = pend_slot(st->pend, st->pend_cap, P_CONTAINER, ids[i]);
+        if (p->key == NULL || picked(pk, p))
+            continue;
+        result = write_pick(st, pk, p);
+        if (result != STORE_OK)
+            return result;
     }
+    nnamed = pk->n;
     for (i = 0; i < st->pend_cap && (pk->all || pk->n < max); i++) {
         p = &st->pend[i];
-        if (p->key == NULL ||
-            (!pk->all && (p->kind != P_CONTAINER ||
-                          (id != NULL && strcmp(p->key, id) == 0))))
+        if (p->key == NULL || (!pk->all && p->kind != P_CONTAINER))
             continue;
+        if (nnamed > 0 && !pk->all) {
+            size_t j;
+
+            for (j = 0; j < nnamed && pk->ids[j] != p->key; j++)
+                ;
+            if (j < nnamed)
+                continue;
+        }
         result = write_pick(st, pk, p);
         if (result != STORE_OK)
             return result;
@@ -1310,7 +1335,8 @@ written(struct store *st, const struct pick *pk)
 }
 
 int
-store_flush_some(struct store *st, const char *id, size_t max)
+store_flush_ids(struct store *st, const char *const *ids, size_t nids,
+                size_t max)
 {
     struct pick pk;
     int result;
@@ -1320,7 +1346,7 @@ store_flush_some(struct store *st, const char *id, size_t max)
     result = begin(st, "flush");
     if (result != STORE_OK)
         return result;
-    result = write_some(st, id, max, &pk);
+    result = write_some(st, ids, nids, max, &pk);
     if (result != STORE_OK) {
         rollback(st);
         return result;
@@ -1331,6 +1357,12 @@ store_flush_some(struct store *st, const char *id, size_t max)
     /* Only now, committed, may the changes leave memory. */
     written(st, &pk);
     return STORE_OK;
+}
+
+int
+store_flush_some(struct store *st, const char *id, size_t max)
+{
+    return store_flush_ids(st, &id, id != NULL ? 1 : 0, max);
 }
 
 int
@@ -1471,57 +1503,35 @@ bind_delivered(struct store *st, const char *report_id, int64_t now_ms,
     return result;
 }
 
-/*
- * store_add_report, or with `delivered` a report delivered as it is
- * stored. The pending changes go in the same transaction, its
- * container's record first: it is due before the report (a report must
- * never be on disk ahead of the steps that led to it), and one commit
- * costs less than two. Only STORE_REPORT_ROWS of them: thousands pending
- * after a burst of new containers made one report's commit 150 ms of a
- * loop turn; the rest go with the next flush.
- */
+/* Inserts one report into the transaction begun: STORE_OK, or
+ * STORE_DUPLICATE (nothing changed), or an error. */
 static int
-add_report(struct store *st, const char *report_id, const char *container_id,
-           const char *body, size_t len, int64_t now_ms, bool delivered)
+insert_report(struct store *st, enum stmt_id ins,
+              const struct store_new_report *v, int64_t now_ms)
 {
     static const char what[] = "add report";
-    enum stmt_id ins = delivered ? S_REPORT_INSERT_DELIVERED : S_REPORT_INSERT;
     sqlite3_stmt *s = st->stmt[ins];
-    struct pick pk = {.all = false, .n = 0};
     int result, rc;
 
-    if (!store_valid_id(report_id, STORE_REPORT_ID_MAX) ||
-        !store_valid_id(container_id, STORE_ID_MAX) ||
-        !valid_body(body, len, STORE_BODY_MAX))
-        return invalid(st, what);
-    if (!st->journaled) {
-        result = set_full_sync(st, true, what);
-        if (result != STORE_OK)
-            return result;
-    }
-    result = begin(st, what);
-    if (result == STORE_OK && st->npend > 0)
-        result = write_some(st, container_id, STORE_REPORT_ROWS, &pk);
-    if (result != STORE_OK)
-        goto out;
-    result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+    result = bind_text(st, s, 1, v->report_id, strlen(v->report_id), what);
     if (result == STORE_OK)
-        result = bind_text(st, s, 2, container_id, strlen(container_id), what);
+        result = bind_text(st, s, 2, v->container_id, strlen(v->container_id),
+                           what);
     if (result == STORE_OK)
-        result = bind_text(st, s, 3, body, len, what);
+        result = bind_text(st, s, 3, v->body, v->len, what);
     if (result == STORE_OK)
         result = bind_int(st, s, 4, now_ms, what);
     if (result != STORE_OK) {
         done(s);
-        goto out;
+        return result;
     }
     result = run(st, ins, what);
     if (result != STORE_OK)
-        goto out;
+        return result;
     if (sqlite3_changes(st->db) == 0) {
         /* Either the id is taken, or the counter row is gone. */
         s = st->stmt[S_REPORT_EXISTS];
-        result = bind_text(st, s, 1, report_id, strlen(report_id), what);
+        result = bind_text(st, s, 1, v->report_id, strlen(v->report_id), what);
         if (result == STORE_OK) {
             rc = sqlite3_step(s);
             result = rc == SQLITE_ROW    ? STORE_DUPLICATE
@@ -1532,22 +1542,100 @@ add_report(struct store *st, const char *report_id, const char *container_id,
                          "%s: the report sequence is missing", what);
         }
         done(s);
-        goto out;
+        return result;
     }
-    result = run(st, S_SEQ_BUMP, what);
-    if (result != STORE_OK)
-        goto out;
-    result = commit(st, what);
-    if (result == STORE_OK)
+    return run(st, S_SEQ_BUMP, what);
+}
+
+/*
+ * store_add_reports, or with `delivered` reports delivered as they are
+ * stored. The pending changes go in the same transaction, each report's
+ * container record first: it is due before the report (a report must
+ * never be on disk ahead of the steps that led to it), and one commit
+ * costs less than two. Only STORE_REPORT_ROWS others: thousands pending
+ * after a burst of new containers made one report's commit 150 ms of a
+ * loop turn; the rest go with the next flush.
+ */
+static int
+add_reports(struct store *st, struct store_new_report *v, size_t n,
+            int64_t now_ms, bool delivered)
+{
+    static const char what[] = "add report";
+    enum stmt_id ins = delivered ? S_REPORT_INSERT_DELIVERED : S_REPORT_INSERT;
+    struct pick pk = {.all = false, .n = 0};
+    const char *ids[STORE_REPORTS_MAX];
+    size_t i, nids = 0, nstored = 0;
+    int result;
+
+    if (n > STORE_REPORTS_MAX)
+        return invalid(st, "add reports: too many at once");
+    for (i = 0; i < n; i++) {
+        v[i].result = STORE_OK;
+        if (!store_valid_id(v[i].report_id, STORE_REPORT_ID_MAX) ||
+            !store_valid_id(v[i].container_id, STORE_ID_MAX) ||
+            !valid_body(v[i].body, v[i].len, STORE_BODY_MAX))
+            v[i].result = invalid(st, what);
+        else
+            ids[nids++] = v[i].container_id;
+    }
+    if (nids == 0)
+        return STORE_OK;
+    if (!st->journaled) {
+        result = set_full_sync(st, true, what);
+        if (result != STORE_OK)
+            return result;
+    }
+    result = begin(st, what);
+    if (result == STORE_OK && st->npend > 0)
+        result = write_some(st, ids, nids, STORE_REPORT_ROWS, &pk);
+    for (i = 0; result == STORE_OK && i < n; i++) {
+        if (v[i].result != STORE_OK)
+            continue;
+        result = insert_report(st, ins, &v[i], now_ms);
+        if (result == STORE_DUPLICATE) {
+            /* The others go on: its insert changed nothing. */
+            v[i].result = STORE_DUPLICATE;
+            result = STORE_OK;
+        } else if (result == STORE_OK) {
+            nstored++;
+        }
+    }
+    /* Nothing stored, nothing committed: the records wait for a flush. */
+    if (result == STORE_OK && nstored > 0)
+        result = commit(st, what);
+    if (result == STORE_OK && nstored > 0)
         written(st, &pk);
-out:
     rollback(st); /* nothing to undo once committed */
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
     if (!st->journaled)
         set_full_sync(st, false, what);
-    if (result == STORE_OK && st->on_report != NULL)
-        st->on_report(report_id, container_id, st->on_report_arg);
-    return result;
+    if (result != STORE_OK)
+        return result;
+    for (i = 0; i < n && st->on_report != NULL; i++)
+        if (v[i].result == STORE_OK)
+            st->on_report(v[i].report_id, v[i].container_id,
+                          st->on_report_arg);
+    return STORE_OK;
+}
+
+int
+store_add_reports(struct store *st, struct store_new_report *v, size_t n,
+                  int64_t now_ms, bool delivered)
+{
+    return add_reports(st, v, n, now_ms, delivered);
+}
+
+static int
+add_report(struct store *st, const char *report_id, const char *container_id,
+           const char *body, size_t len, int64_t now_ms, bool delivered)
+{
+    struct store_new_report v = {.report_id = report_id,
+                                 .container_id = container_id,
+                                 .body = body,
+                                 .len = len};
+    int result = add_reports(st, &v, 1, now_ms, delivered);
+
+    return result != STORE_OK ? result : v.result;
 }
 
 int

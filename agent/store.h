@@ -189,6 +189,28 @@ int store_add_delivered(struct store *st, const char *report_id,
                         const char *container_id, const char *body, size_t len,
                         int64_t now_ms);
 
+/* Most reports store_add_reports takes at once. */
+#define STORE_REPORTS_MAX 64
+
+/* One report of store_add_reports; the strings are the caller's. */
+struct store_new_report {
+    const char *report_id, *container_id, *body;
+    size_t len;
+    int result; /* set: STORE_OK (stored), STORE_DUPLICATE or an error */
+};
+
+/*
+ * store_add_report, or with `delivered` store_add_delivered, for `n`
+ * reports (at most STORE_REPORTS_MAX) in one transaction, with the
+ * pending changes as store_flush_ids(st, <their containers>, n, 32)
+ * would write them: a burst's reports share a commit. STORE_OK once it
+ * is committed: then each v[i].result says whether that report was
+ * stored, was a duplicate, or was refused on its own (invalid); any
+ * other result: none was stored.
+ */
+int store_add_reports(struct store *st, struct store_new_report *v, size_t n,
+                      int64_t now_ms, bool delivered);
+
 /* Reports are journaled by the caller (see the top of this file): their
  * commits skip the fsync. Off by default. */
 void store_set_journaled(struct store *st, bool on);
@@ -419,6 +441,12 @@ int store_flush(struct store *st);
  * caller that needs one record on disk never waits for thousands.
  */
 int store_flush_some(struct store *st, const char *id, size_t max);
+
+/* As store_flush_some, for the records of `nids` containers `ids` (at
+ * most STORE_REPORTS_MAX; an id twice, or not pending, is fine): DELETEs
+ * sent in one loop turn share a commit. */
+int store_flush_ids(struct store *st, const char *const *ids, size_t nids,
+                    size_t max);
 
 /* As store_flush, with its commit synced (synchronous=FULL): it survives
  * a power loss, and so does every commit before it (the WAL is one file,

@@ -166,7 +166,8 @@ check <"$T/metrics" 2>"$T/problems" || fail "exposition: $(cat "$T/problems")"
 ok "the exposition passes the strict checker"
 
 for name in reapd_build_info reapd_events_received_total \
-  reapd_relists_total reapd_reports_total reapd_containers_tracked \
+  reapd_relists_total reapd_reports_total reapd_report_writes_total \
+  reapd_containers_tracked \
   reapd_deletes_held_total \
   reapd_removals_total reapd_exit_code_corrections_total \
   reapd_leaked_tasks reapd_tasks_reaped_total reapd_containerd_connected \

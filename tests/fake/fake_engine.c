@@ -355,6 +355,22 @@ on_pending(evutil_socket_t fd, short what, void *arg)
     free(p);
 }
 
+int
+fake_engine_release(struct fake_engine *fe, enum fake_op op)
+{
+    struct pending *p = fe->pendings, *next;
+    int n = 0;
+
+    for (; p != NULL; p = next) {
+        next = p->next;
+        if (p->op != op)
+            continue;
+        on_pending(-1, EV_TIMEOUT, p);
+        n++;
+    }
+    return n;
+}
+
 static void
 on_stream_close(struct evhttp_connection *conn, void *arg)
 {

@@ -68,6 +68,10 @@ void fake_engine_fail(struct fake_engine *fe, enum fake_op op, int status,
 void fake_engine_delay(struct fake_engine *fe, enum fake_op op, int ms,
                        const char *id);
 
+/* Answers every request of `op` held by fake_engine_delay now, in one
+ * callback (so that the answers arrive together); how many. */
+int fake_engine_release(struct fake_engine *fe, enum fake_op op);
+
 /* Sends raw bytes on every open events stream (to cut mid-object, or to
  * send garbage). */
 void fake_engine_stream_raw(struct fake_engine *fe, const char *bytes);

@@ -921,6 +921,125 @@ t_records_written_in_slices(void **state)
     h_free(h);
 }
 
+/* The lines of file `name` in `dir`. */
+static size_t
+lines_in(const char *dir, const char *name)
+{
+    char path[512];
+    FILE *f;
+    size_t n = 0;
+    int ch;
+
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+/* The reports made in one loop turn share their writes (one append and
+ * sync of reports.jsonl, one transaction): a burst made one each. Their
+ * confirmations are held so that they arrive together. Every report is
+ * in both places, and each container's record is gone after it. */
+static void
+t_reports_of_a_turn_share_writes(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct reaper_stats rs;
+    struct store_counts sc;
+    char id[CTR_ID_SIZE], name[32];
+    unsigned i, n = 16;
+
+    (void)state;
+    for (i = 0; i < n; i++) {
+        tu_container_id(id, 2000 + i);
+        snprintf(name, sizeof(name), "burst-%u", i);
+        fake_engine_add(h->fe, id, name, MANAGED, NULL, 1);
+    }
+    TU_RUN_UNTIL(h->l, all_written(st, n), 5000);
+    /* Inspects are held, and answered together. */
+    fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
+    for (i = 0; i < n; i++) {
+        tu_container_id(id, 2000 + i);
+        fake_engine_exit(h->fe, id, 3, 3);
+    }
+    for (i = 0; i < 50 && h->nreports < (int)n; i++) {
+        tu_run_for(h->l, 100);
+        fake_engine_release(h->fe, FAKE_INSPECT);
+    }
+    tu_run_for(h->l, 100);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
+    reaper_stats(h->r, &rs);
+    print_message("%u reports in %llu writes\n", n,
+                  (unsigned long long)rs.report_writes);
+    assert_int_equal(rs.reports, n);
+    assert_true(rs.report_writes >= (n + 7) / 8);
+    assert_true(rs.report_writes <= n / 2);
+    assert_int_equal(lines_in(h->dir, "reports.jsonl"), n);
+    assert_int_equal(store_counts(st, &sc), STORE_OK);
+    assert_int_equal(sc.pending + sc.delivered + sc.dead, n);
+    TU_RUN_UNTIL(h->l, all_written(st, 0), 5000);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
+/* The DELETEs sent in one loop turn share the commit of their records
+ * (a burst made one each), and each record, saying the container is
+ * being removed, is on disk before its DELETE reaches the engine. The
+ * inspects before them are held, so that their answers arrive together;
+ * the DELETEs are held too, so that the records can be read meanwhile. */
+static void
+t_deletes_of_a_turn_share_a_commit(void **state)
+{
+    struct tu_reapd *h = h_new(",\"max_in_flight\":16");
+    struct store *st = h_store_start(h);
+    struct store_containers all = {0};
+    char id[CTR_ID_SIZE], name[32];
+    unsigned i, n = 16;
+    uint64_t c0;
+    int n0;
+
+    (void)state;
+    for (i = 0; i < n; i++) {
+        tu_container_id(id, 3000 + i);
+        snprintf(name, sizeof(name), "deleted-%u", i);
+        fake_engine_add(h->fe, id, name, MANAGED, NULL, 1);
+    }
+    TU_RUN_UNTIL(h->l, all_written(st, n), 5000);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
+    fake_engine_delay(h->fe, FAKE_DELETE, 600000, NULL);
+    n0 = fake_engine_count(h->fe, FAKE_INSPECT);
+    for (i = 0; i < n; i++) {
+        tu_container_id(id, 3000 + i);
+        fake_engine_exit(h->fe, id, 3, 3);
+    }
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + (int)n,
+                 5000);
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 0);
+    c0 = store_commits(st);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), n);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == (int)n, 5000);
+    print_message("%u DELETEs after %llu commits\n", n,
+                  (unsigned long long)(store_commits(st) - c0));
+    assert_true(store_commits(st) - c0 >= (n + 7) / 8);
+    assert_true(store_commits(st) - c0 <= n / 2);
+    assert_int_equal(store_get_containers(st, &all), STORE_OK);
+    assert_int_equal(all.n, n);
+    for (i = 0; i < all.n; i++)
+        assert_non_null(strstr(all.v[i].json, "\"state\":\"removing\""));
+    store_containers_free(&all);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
+    fake_engine_delay(h->fe, FAKE_DELETE, 0, NULL);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_DELETE), n);
+    TU_RUN_UNTIL(h->l, h->nreports >= (int)n, 5000);
+    TU_RUN_UNTIL(h->l, all_written(st, 0), 5000);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* The last engine outage an earlier run saw end is remembered: a reapd
  * killed soon after it still says that an exit in it happened while the
  * engine was down (found by the chaos soak: the record that said so could
@@ -1405,6 +1524,7 @@ t_no_delete_before_record_durable(void **state)
     struct store *st;
     struct reaper_stats rs;
     char labels[8192];
+    int n0;
 
     (void)state;
     /* A record bigger than a page: it needs pages the cap refuses. */
@@ -1413,10 +1533,20 @@ t_no_delete_before_record_durable(void **state)
     st = h_store_start(h);
     assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
     fake_engine_add(h->fe, A, "held", labels, NULL, 1);
+    fake_engine_add(h->fe, B, "held-too", labels, NULL, 1);
     tu_run_for(h->l, 100);
+    /* Their inspects answered together: B's DELETE waits in the turn's
+     * queue behind A's (persist_before_delete), and is held as well. */
+    fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
+    n0 = fake_engine_count(h->fe, FAKE_INSPECT);
     fake_engine_exit(h->fe, A, 5, 5);
+    fake_engine_exit(h->fe, B, 6, 6);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 2, 5000);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 2);
     tu_run_for(h->l, 1500);
     assert_true(fake_engine_has(h->fe, A));
+    assert_true(fake_engine_has(h->fe, B));
     assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 0);
     assert_false(has_report(h, A));
     reaper_stats(h->r, &rs);
@@ -1424,11 +1554,13 @@ t_no_delete_before_record_durable(void **state)
 
     /* Room again. */
     assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
-    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A) && has_report(h, B), 5000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 5);
+    assert_int_equal(int_of(report_for(h, B), "exit_code"), 6);
     assert_true(is_true(report_for(h, A), "removed"));
     assert_false(fake_engine_has(h->fe, A));
-    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 1);
+    assert_false(fake_engine_has(h->fe, B));
+    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), 2);
     h_drop_store(h, st);
     h_free(h);
 }
@@ -1465,40 +1597,59 @@ t_report_only_in_memory_keeps_record(void **state)
     struct report_log *rl = h->rl;
     char labels[8192];
     const struct json_node *rep;
+    int n0;
 
     (void)state;
     snprintf(labels, sizeof(labels),
              "{\"reapd.managed\":\"true\",\"big\":\"%06000d\"}", 7);
     fake_engine_add(h->fe, A, "only-in-memory", labels, NULL, 1);
-    TU_RUN_UNTIL(h->l, has_record(st, A), 5000);
+    fake_engine_add(h->fe, B, "only-in-memory-too", labels, NULL, 1);
+    TU_RUN_UNTIL(h->l, has_record(st, A) && has_record(st, B), 5000);
     /* The next run cannot write its journal. */
     h_stop(h);
     h->rl = NULL;
     h_restart(h, st);
     h->rl = rl;
     TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
+    /* Their answers held and released together: both DELETEs in one
+     * turn, and both reports, B's waiting for the turn's end. */
     fake_engine_delay(h->fe, FAKE_DELETE, 300, NULL);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
+    n0 = fake_engine_count(h->fe, FAKE_INSPECT);
     fake_engine_exit(h->fe, A, 9, 9);
-    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == 1, 3000);
-    /* The record is on disk; now the store takes nothing new. */
+    fake_engine_exit(h->fe, B, 8, 8);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 2, 5000);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 2);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == 2, 3000);
+    /* The records are on disk; now the store takes nothing new. */
     assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
     fill_free_pages(st);
-    TU_RUN_UNTIL(h->l, !fake_engine_has(h->fe, A), 3000);
+    TU_RUN_UNTIL(
+        h->l, !fake_engine_has(h->fe, A) && !fake_engine_has(h->fe, B), 3000);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 4, 5000);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 2);
     tu_run_for(h->l, 500);
     assert_false(has_report(h, A));
+    assert_false(has_report(h, B));
     assert_true(has_record(st, A));
+    assert_true(has_record(st, B));
 
-    /* Killed; room again; the next start reports it. */
+    /* Killed; room again; the next start reports them. */
     h_stop(h);
     assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
     h_restart(h, st);
-    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, A) && has_report(h, B), 5000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 9);
     assert_true(is_true(rep, "removed"));
+    rep = report_for(h, B);
+    assert_int_equal(int_of(rep, "exit_code"), 8);
+    assert_true(is_true(rep, "removed"));
     tu_run_for(h->l, 300);
-    assert_int_equal(h->nreports, 1);
+    assert_int_equal(h->nreports, 2);
     assert_false(has_record(st, A));
+    assert_false(has_record(st, B));
     h_drop_store(h, st);
     h_free(h);
 }
@@ -1585,6 +1736,8 @@ main(void)
         cmocka_unit_test(t_checkpoint_held_while_discovering),
         cmocka_unit_test(t_events_checkpoint_stored),
         cmocka_unit_test(t_records_written_in_slices),
+        cmocka_unit_test(t_reports_of_a_turn_share_writes),
+        cmocka_unit_test(t_deletes_of_a_turn_share_a_commit),
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_lazy_commit),
         cmocka_unit_test(t_last_outage_remembered),

@@ -1017,6 +1017,66 @@ t_log_torn_line_cut(void **state)
     tmp_free(&t);
 }
 
+/*
+ * Lines appended together: one write, all or none. Cut short (the file
+ * may grow only so far), none of them stays, and the file still holds
+ * whole lines only; the log goes on once there is room. More than
+ * REPORT_LOG_LINES_MAX at once is refused; none at all is nothing.
+ */
+static void
+t_log_append_many(void **state)
+{
+    struct tmp t;
+    struct report_log *rl;
+    struct report r = full_report();
+    struct report_line v[REPORT_LOG_LINES_MAX + 1];
+    struct rlimit old, lim;
+    struct stat st;
+    size_t len, i;
+    char *s;
+    int rc, e;
+
+    (void)state;
+    tmp_new(&t);
+    rl = report_log_open(t.dir);
+    assert_non_null(rl);
+    s = report_to_json(&r, &len);
+    for (i = 0; i <= REPORT_LOG_LINES_MAX; i++) {
+        v[i].json = s;
+        v[i].len = len;
+    }
+    assert_int_equal(report_log_append_many(rl, v, 3), 0);
+    assert_int_equal(check_lines(&t), 3);
+    assert_int_equal(report_log_end(rl), (int64_t)(3 * (len + 1)));
+    assert_int_equal(report_log_append_many(rl, v, 0), 0);
+    assert_int_equal(check_lines(&t), 3);
+    errno = 0;
+    assert_int_equal(report_log_append_many(rl, v, REPORT_LOG_LINES_MAX + 1),
+                     -1);
+    assert_int_equal(errno, EINVAL);
+    assert_int_equal(check_lines(&t), 3);
+    /* Room for one and a half of the next three. */
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = (rlim_t)(3 * (len + 1) + len + 1 + len / 2);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    errno = 0;
+    rc = report_log_append_many(rl, v, 3);
+    e = errno;
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    assert_int_equal(rc, -1);
+    assert_true(e != 0);
+    assert_int_equal(stat(t.path, &st), 0);
+    assert_int_equal((size_t)st.st_size, 3 * (len + 1));
+    assert_int_equal(check_lines(&t), 3);
+    assert_int_equal(report_log_end(rl), (int64_t)(3 * (len + 1)));
+    assert_int_equal(report_log_append_many(rl, v, REPORT_LOG_LINES_MAX), 0);
+    assert_int_equal(check_lines(&t), 3 + REPORT_LOG_LINES_MAX);
+    free(s);
+    report_log_close(rl);
+    tmp_free(&t);
+}
+
 /* ---- the journal: replay --------------------------------------------- */
 
 struct seen {
@@ -2184,6 +2244,7 @@ main(void)
         cmocka_unit_test(t_log_open_hardened),
         cmocka_unit_test(t_log_disk_full),
         cmocka_unit_test(t_log_torn_line_cut),
+        cmocka_unit_test(t_log_append_many),
         cmocka_unit_test(t_log_replay),
         cmocka_unit_test(t_log_replay_torn_and_bad),
         cmocka_unit_test(t_journal_at_bounds),

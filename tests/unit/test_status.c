@@ -441,7 +441,7 @@ t_metrics(void **state)
             fail_msg("metric outside the reapd_ namespace: %s", line);
         samples++;
     }
-    /* 4 counters, a gauge per state, 4 removal results, leaked tasks, 2
+    /* 5 counters, a gauge per state, 4 removal results, leaked tasks, 2
      * reaped-task counters, containerd connected, state write errors,
      * pruned and unstored reports (no store here: no outbox gauges);
      * build info, 2 reload results, connections, 2 rejection reasons,
@@ -460,7 +460,7 @@ t_metrics(void **state)
         reaper_latency_bounds(&nl);
         /* CPU, virtual and resident memory, open and max fds, start. */
         assert_int_equal(nprocess, 6);
-        assert_int_equal(samples, 4 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
+        assert_int_equal(samples, 5 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
                                       4 + 1 + 1 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +

@@ -1573,6 +1573,81 @@ on_made(const char *report_id, const char *container_id, void *arg)
     snprintf(m->container_id, sizeof(m->container_id), "%s", container_id);
 }
 
+/* Reports added together: one transaction, each with its container's
+ * record however many others wait; a duplicate or an invalid one among
+ * them is refused alone; the hook runs for each stored; a batch of
+ * duplicates only commits nothing; more than STORE_REPORTS_MAX at once
+ * is refused whole. */
+static void
+t_add_reports(void **state)
+{
+    struct fx *f = *state;
+    struct store_new_report v[STORE_REPORTS_MAX + 1];
+    char ids[6][STORE_REPORT_ID_MAX + 1], ctrs[6][STORE_ID_MAX + 1];
+    char ctr[STORE_ID_MAX + 1], sql[256];
+    struct made m = {0};
+    struct store_counts c;
+    uint64_t commits;
+    unsigned i;
+
+    assert_int_equal(add(f->st, 1, 1, 5), STORE_OK); /* ids[1], below */
+    for (i = 0; i < 300; i++) { /* others waiting: more than a slice */
+        tu_container_id(ctr, 1000 + i);
+        assert_int_equal(store_put_container(f->st, ctr, "{}", 2, 1),
+                         STORE_OK);
+    }
+    memset(v, 0, sizeof(v));
+    for (i = 0; i < 6; i++) {
+        tu_report_id(ids[i], i);
+        tu_container_id(ctrs[i], i);
+        assert_int_equal(
+            store_put_container(f->st, ctrs[i], "{\"s\":9}", 7, 2), STORE_OK);
+        v[i].report_id = ids[i];
+        v[i].container_id = ctrs[i];
+        v[i].body = "{\"r\":1}";
+        v[i].len = 7;
+    }
+    v[4].report_id = "not an id"; /* invalid */
+    store_on_report(f->st, on_made, &m);
+    commits = store_commits(f->st);
+    assert_int_equal(store_add_reports(f->st, v, 6, 20, false), STORE_OK);
+    assert_int_equal(store_commits(f->st), commits + 1);
+    assert_int_equal(v[0].result, STORE_OK);
+    assert_int_equal(v[1].result, STORE_DUPLICATE);
+    assert_int_equal(v[2].result, STORE_OK);
+    assert_int_equal(v[3].result, STORE_OK);
+    assert_true(v[4].result < 0);
+    assert_int_equal(v[5].result, STORE_OK);
+    assert_int_equal(m.n, 4);
+    assert_string_equal(m.report_id, ids[5]);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(c.pending, 5);
+    /* Each report's record is on disk with it (the invalid one's need
+     * not be), the others a slice. */
+    for (i = 0; i < 6; i++) {
+        if (i == 4)
+            continue;
+        snprintf(sql, sizeof(sql),
+                 "SELECT count(*) FROM containers WHERE id = '%s'", ctrs[i]);
+        assert_int_equal(raw_int(f->dir, sql), 1);
+    }
+    assert_true(raw_int(f->dir, "SELECT count(*) FROM containers") <= 6 + 32);
+    /* Only duplicates: nothing committed, nothing called. */
+    commits = store_commits(f->st);
+    assert_int_equal(store_add_reports(f->st, v, 2, 30, true), STORE_OK);
+    assert_int_equal(v[0].result, STORE_DUPLICATE);
+    assert_int_equal(v[1].result, STORE_DUPLICATE);
+    assert_int_equal(store_commits(f->st), commits);
+    assert_int_equal(m.n, 4);
+    /* Too many at once. */
+    for (i = 0; i <= STORE_REPORTS_MAX; i++)
+        v[i] = v[0];
+    assert_true(store_add_reports(f->st, v, STORE_REPORTS_MAX + 1, 40, false) <
+                0);
+    store_on_report(f->st, NULL, NULL);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 /* The hook runs once per report made durable, never for a duplicate or
  * a failed add. */
 static void
@@ -2490,6 +2565,7 @@ main(void)
         T(t_batch),
         T(t_flush_some),
         T(t_report_carries_some),
+        T(t_add_reports),
         T(t_pending_bounds),
         T(t_full_size_limit),
         cmocka_unit_test(t_write_errors),
