@@ -31,6 +31,7 @@ struct outcome_queue {
     size_t n, cap;
     size_t nwritten; /* v[0..nwritten) are written, waiting for release */
     struct timeval turn_tv; /* the turn of the last report written at once */
+    unsigned now_in_turn;   /* reports written at once in it */
     struct event *ev;       /* active while n > 0 */
 };
 

@@ -36,13 +36,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 # Smoke floors: about 3x from the figures measured at the same sizes
 # (docs/performance.md), tighter where a regression once recorded there
-# would otherwise pass (2.1 KiB per container, a p99 of 6.6-8.6 ms, a
+# would otherwise pass (2.1 KiB per container, a median of 2.2 ms, a
 # periodic wake-up while idle). (key, comparison, bound)
 FLOORS = [
     ("ingest_events_per_sec", ">=", 140000),   # measured ~420,000
     ("cpu_ns_per_event", "<=", 7200),          # ~2,400
     ("churn_exits_per_sec", ">=", 300),        # 726-1,139
-    ("added_latency_p99_ms", "<=", 6),         # 2.0-4.1
+    # The median catches a second sync per report (2.2 ms then); the
+    # p99 follows this virtual disk's syncs: 2.0-4.1 ms when it is quiet,
+    # 5.8-11.9 in one sitting where it was not, for the same code.
+    ("added_latency_p50_ms", "<=", 1.6),       # 0.6-0.9
+    ("added_latency_p99_ms", "<=", 15),        # 2.0-11.9
     ("bytes_per_container", "<=", 1500),       # ~710
     ("idle_wakeups_per_sec", "<=", 0.04),      # 0: none in the window
 ]
