@@ -1604,52 +1604,66 @@ t_report_only_in_memory_keeps_record(void **state)
              "{\"reapd.managed\":\"true\",\"big\":\"%06000d\"}", 7);
     fake_engine_add(h->fe, A, "only-in-memory", labels, NULL, 1);
     fake_engine_add(h->fe, B, "only-in-memory-too", labels, NULL, 1);
-    TU_RUN_UNTIL(h->l, has_record(st, A) && has_record(st, B), 5000);
+    fake_engine_add(h->fe, C, "only-in-memory-three", labels, NULL, 1);
+    TU_RUN_UNTIL(h->l,
+                 has_record(st, A) && has_record(st, B) && has_record(st, C),
+                 5000);
     /* The next run cannot write its journal. */
     h_stop(h);
     h->rl = NULL;
     h_restart(h, st);
     h->rl = rl;
     TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
-    /* Their answers held and released together: both DELETEs in one
-     * turn, and both reports, B's waiting for the turn's end. */
+    /* Their answers held and released together: the DELETEs in one
+     * turn, and the reports, C's (the third) waiting for the turn's
+     * end. */
     fake_engine_delay(h->fe, FAKE_DELETE, 300, NULL);
     fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
     n0 = fake_engine_count(h->fe, FAKE_INSPECT);
     fake_engine_exit(h->fe, A, 9, 9);
     fake_engine_exit(h->fe, B, 8, 8);
-    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 2, 5000);
-    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 2);
-    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == 2, 3000);
+    fake_engine_exit(h->fe, C, 7, 7);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 3, 5000);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 3);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_DELETE) == 3, 3000);
     /* The records are on disk; now the store takes nothing new. */
     assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
     fill_free_pages(st);
-    TU_RUN_UNTIL(
-        h->l, !fake_engine_has(h->fe, A) && !fake_engine_has(h->fe, B), 3000);
-    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 4, 5000);
+    TU_RUN_UNTIL(h->l,
+                 !fake_engine_has(h->fe, A) && !fake_engine_has(h->fe, B) &&
+                     !fake_engine_has(h->fe, C),
+                 3000);
+    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + 6, 5000);
     fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
-    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 2);
+    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), 3);
     tu_run_for(h->l, 500);
     assert_false(has_report(h, A));
     assert_false(has_report(h, B));
+    assert_false(has_report(h, C));
     assert_true(has_record(st, A));
     assert_true(has_record(st, B));
+    assert_true(has_record(st, C));
 
     /* Killed; room again; the next start reports them. */
     h_stop(h);
     assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
     h_restart(h, st);
-    TU_RUN_UNTIL(h->l, has_report(h, A) && has_report(h, B), 5000);
+    TU_RUN_UNTIL(
+        h->l, has_report(h, A) && has_report(h, B) && has_report(h, C), 5000);
     rep = report_for(h, A);
     assert_int_equal(int_of(rep, "exit_code"), 9);
     assert_true(is_true(rep, "removed"));
     rep = report_for(h, B);
     assert_int_equal(int_of(rep, "exit_code"), 8);
     assert_true(is_true(rep, "removed"));
+    rep = report_for(h, C);
+    assert_int_equal(int_of(rep, "exit_code"), 7);
+    assert_true(is_true(rep, "removed"));
     tu_run_for(h->l, 300);
-    assert_int_equal(h->nreports, 2);
+    assert_int_equal(h->nreports, 3);
     assert_false(has_record(st, A));
     assert_false(has_record(st, B));
+    assert_false(has_record(st, C));
     h_drop_store(h, st);
     h_free(h);
 }
