@@ -521,14 +521,6 @@ journal_catch_up(struct reaper *r)
 }
 
 int
-persist_journal_append(struct reaper *r, const char *json, size_t len)
-{
-    struct report_line line = {.json = json, .len = len};
-
-    return persist_journal_append_many(r, &line, 1);
-}
-
-int
 persist_journal_append_many(struct reaper *r, const struct report_line *v,
                             size_t n)
 {

@@ -125,14 +125,12 @@ int persist_store_report(struct reaper *r, const char *id, const char *cid,
  * the record: c->report_only_in_memory). */
 void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
                           const char *json, size_t len, bool only_copy);
-/* Appends a report's line to reports.jsonl (r->rl, not NULL): 0, or -1
- * with errno. EAGAIN: the journal's checkpoint could not be reset after
- * a rotation yet (the state's disk full), and a line appended now would
- * lie before it, never replayed; the caller then stores the report as
- * one in no journal. */
-int persist_journal_append(struct reaper *r, const char *json, size_t len);
-/* persist_journal_append for `n` lines at once (report_log_append_many:
- * at most REPORT_LOG_LINES_MAX, one sync). */
+/* Appends `n` reports' lines to reports.jsonl (r->rl, not NULL) in one
+ * write and one sync (report_log_append_many: at most
+ * REPORT_LOG_LINES_MAX): 0, or -1 with errno. EAGAIN: the journal's
+ * checkpoint could not be reset after a rotation yet (the state's disk
+ * full), and lines appended now would lie before it, never replayed; the
+ * caller then stores the reports as ones in no journal. */
 struct report_line;
 int persist_journal_append_many(struct reaper *r, const struct report_line *v,
                                 size_t n);
