@@ -76,6 +76,7 @@ reset_exit(struct lc *c)
     c->die_seen = false;
     c->die_has_code = false;
     c->die_code = 0;
+    c->die_after_outage = false;
     c->exit_known = false;
     c->exit_code = 0;
     c->source = LC_SRC_NONE;
@@ -164,9 +165,13 @@ note_die(struct lc *c, const struct lc_obs *o)
     c->die_seen = true;
     c->die_has_code = o->has_exit_code;
     c->die_code = o->exit_code;
+    c->die_after_outage = o->after_outage;
     /* The engine saw this exit happen: it was up, whatever the relist
-     * after the outage suggested (the die was replayed after it). */
-    c->anomalies &= ~(uint32_t)LC_AN_EXITED_ENGINE_DOWN;
+     * after the outage suggested (the die was replayed after it). Not
+     * so for a die dated after the engine was last found down: the
+     * restarted engine may have made it as it restored the container. */
+    if (!o->after_outage)
+        c->anomalies &= ~(uint32_t)LC_AN_EXITED_ENGINE_DOWN;
     check_mismatch(c);
 }
 
@@ -506,10 +511,11 @@ on_inspect(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         settle_from_inspect(c, in);
         if (!c->exit_known)
             settle_from_event(c);
-        /* No die for it, and it finished while the engine was down: what
-         * the engine recovered at its restart (reapd may have started
-         * after that, so it never saw it run). */
-        if (o->after_outage && !c->die_seen) {
+        /* No die for it (or only one the restarted engine may have
+         * made), and it finished while the engine was down: what the
+         * engine recovered at its restart (reapd may have started after
+         * that, so it never saw it run). */
+        if (o->after_outage && (!c->die_seen || c->die_after_outage)) {
             c->anomalies |= LC_AN_EXITED_ENGINE_DOWN;
             c->task_trouble = true;
         }

@@ -130,7 +130,11 @@ struct lc_obs {
     struct lc_inspect inspect; /* OBS_INSPECT, OBS_FOUND */
     /* OBS_FOUND: the relist follows an engine outage (docker.h,
      * docker_watch_after_outage). OBS_INSPECT: the container's FinishedAt
-     * falls in a span when the engine was down. */
+     * falls in a span when the engine was down. OBS_EVENT_DIE: the event
+     * is dated after reapd last found the engine down in such a span, so
+     * it may be the restarted engine's own (Docker 20.10 sometimes says
+     * die 255 as it restores a container that exited meanwhile), not a
+     * witness of the exit. */
     bool after_outage;
     bool task_running; /* OBS_TASK_PRESENT: not yet stopped */
 };
@@ -162,7 +166,8 @@ struct lc {
     uint64_t exited_at_ms; /* when reapd observed it */
     bool die_seen;
     bool die_has_code;
-    int die_code; /* engine_exit_code */
+    int die_code;          /* engine_exit_code */
+    bool die_after_outage; /* the die may be the restarted engine's */
     bool exit_known;
     int exit_code;
     enum lc_source source;

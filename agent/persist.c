@@ -844,8 +844,9 @@ facts_of(const struct rec *c)
     struct {
         int32_t die_code, exit_code, source, task_exit_code;
         uint32_t anomalies;
-        uint8_t ran, exited, die_seen, die_has_code, exit_known, oom_killed,
-            removed_by_us, task_exit_seen, task_reaped_done, task_trouble;
+        uint8_t ran, exited, die_seen, die_has_code, die_after_outage,
+            exit_known, oom_killed, removed_by_us, task_exit_seen,
+            task_reaped_done, task_trouble;
         int64_t die_nano, exited_wall_ms;
     } f;
     uint64_t h = 0xcbf29ce484222325ULL;
@@ -860,6 +861,7 @@ facts_of(const struct rec *c)
     f.exited = l->exited;
     f.die_seen = l->die_seen;
     f.die_has_code = l->die_has_code;
+    f.die_after_outage = l->die_after_outage;
     f.exit_known = l->exit_known;
     f.oom_killed = l->oom_killed;
     f.removed_by_us = l->removed_by_us;

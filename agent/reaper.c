@@ -220,6 +220,24 @@ slot_drop(struct rec *c)
 
 /* ---- engine calls ----------------------------------------------------- */
 
+/* Is a die event (its timeNano) dated after reapd last found the engine
+ * down in an outage, up to a second after the outage ended? Then the
+ * restarted engine may have made it (Docker 20.10 sometimes says die 255
+ * as it restores a container whose exit it missed), and it proves
+ * nothing about the engine being up at the exit. One dated before was
+ * seen by an engine that was up while reapd's way to it was cut. */
+static bool
+die_after_outage(const struct reaper *r, int64_t time_nano)
+{
+    int64_t t = time_nano / 1000000;
+    size_t i;
+
+    for (i = 0; i < r->noutages && i < OUTAGE_SPANS; i++)
+        if (t >= r->outages[i].down && t <= r->outages[i].to + 1000)
+            return true;
+    return false;
+}
+
 /* Did the container finish in a span when the engine was down (its
  * FinishedAt, an RFC 3339 time; a second of slack each side for the
  * engine's and reapd's clocks being read at different moments)? */
@@ -1004,6 +1022,7 @@ take_event(struct reaper *r, const struct docker_event *ev)
         o.kind = OBS_EVENT_DIE;
         o.has_exit_code = ev->has_exit_code;
         o.exit_code = ev->exit_code;
+        o.after_outage = die_after_outage(r, ev->time_nano);
         break;
     case DOCKER_EV_DESTROY:
         audit_activity(r);
@@ -1363,7 +1382,10 @@ on_subscribed(void *arg)
         r->outage_relist = docker_watch_after_outage(r->d);
         r->outages[k].from = r->outage_since_ms ? r->outage_since_ms : now;
         r->outages[k].to = now;
+        r->outages[k].down =
+            r->down_last_ms ? r->down_last_ms : r->outages[k].from;
         r->outage_since_ms = 0;
+        r->down_last_ms = 0;
         if (r->store != NULL) {
             int rc = store_set_checkpoint(r->store, OUTAGE_KEY, 0);
 
@@ -1394,6 +1416,8 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
     ready_turned(r);
     if (r->lost_at_ms == 0)
         r->lost_at_ms = report_now_ms();
+    if (docker_watch_unreachable(r->d))
+        r->down_last_ms = report_now_ms();
     /* The engine itself is down: committed before anything is said, so
      * that a reapd killed at any moment after and restarted before the
      * engine is back knows (the group commit's few milliseconds were a
@@ -1437,7 +1461,7 @@ load_last_outage(struct reaper *r)
         from <= 0 || to < from)
         return;
     r->outages[r->noutages++ % OUTAGE_SPANS] =
-        (struct outage_span){.from = from, .to = to};
+        (struct outage_span){.from = from, .to = to, .down = from};
 }
 
 struct reaper *

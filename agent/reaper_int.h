@@ -165,9 +165,12 @@ struct reaper {
      * last spans it was down, for FinishedAt (inspect) to be judged by. */
     int64_t lost_at_ms;
     int64_t outage_since_ms;
+    /* `down`: the last time in the span reapd found the engine itself
+     * down (its /version refused); `from` when it never did. */
     struct outage_span {
-        int64_t from, to;
+        int64_t from, to, down;
     } outages[OUTAGE_SPANS];
+    int64_t down_last_ms; /* the same for the outage going on */
     size_t noutages;
     unsigned relist_failures;
     struct event *relist_timer;

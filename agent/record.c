@@ -56,6 +56,7 @@ record_to_json(const struct lc *c, const struct record_meta *m, size_t *len)
     jw_key_bool(g, "exited", c->exited);
     jw_key_bool(g, "die_seen", c->die_seen);
     jw_key_bool(g, "die_has_code", c->die_has_code);
+    jw_key_bool(g, "die_after_outage", c->die_after_outage);
     jw_key_int(g, "die_code", c->die_code);
     jw_key_bool(g, "exit_known", c->exit_known);
     jw_key_int(g, "exit_code", c->exit_code);
@@ -221,6 +222,7 @@ record_parse(const char *json, size_t len, char *err, size_t errlen)
     c->exited = record_get_bool(&r, "exited");
     c->die_seen = record_get_bool(&r, "die_seen");
     c->die_has_code = record_get_bool(&r, "die_has_code");
+    c->die_after_outage = record_get_bool(&r, "die_after_outage");
     c->die_code = (int)record_get_int(&r, "die_code", INT32_MIN, INT32_MAX);
     c->exit_known = record_get_bool(&r, "exit_known");
     c->exit_code = (int)record_get_int(&r, "exit_code", INT32_MIN, INT32_MAX);

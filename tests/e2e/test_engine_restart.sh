@@ -6,8 +6,9 @@
 #
 # Measured with dockerd 20.10.24 (no live-restore): the shim keeps the exit
 # status while dockerd and its containerd are down, so after the restart
-# inspect says "exited 9" (the true code), and the engine emits NO die event
-# for it: reapd has to find it by reconciling after it reconnects. Docker
+# inspect says "exited 9" (the true code), and the engine usually emits NO
+# die event for it (now and then a die 255 as it restores it): reapd has to
+# find it by reconciling after it reconnects. Docker
 # 26 and 28 say 255 instead (their containerd kills the orphaned shim).
 # Usage: bash tests/e2e/test_engine_restart.sh /path/to/reapd
 # shellcheck disable=SC2016  # jq programs: $names are jq variables
@@ -15,6 +16,20 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "$0")/lib.sh"
 e2e_begin "$@"
+
+# Usually the engine makes no die event for such an exit; now and then
+# Docker 20.10 says die 255 as it restores the container. That die is
+# dated after reapd last found the engine down, so it proves nothing:
+# the exit stays flagged, and its 255 is told as the engine's code (a
+# mismatch when the true code survived).
+assert_exited_while_down() { # line what
+  assert_json "$1" '.engine_exit_code == null or .engine_exit_code == 255' \
+    "$2 engine_exit_code (no die event, or the restored engine's 255)"
+  assert_json "$1" '(.anomalies | sort) == (["exited_while_engine_down"] +
+      (if .engine_exit_code != null and .engine_exit_code != .exit_code
+       then ["engine_exit_code_mismatch"] else [] end) | sort)' \
+    "$2 exited while the engine was down"
+}
 
 engine_start
 image_build
@@ -53,8 +68,7 @@ else
   assert_json "$line_c" '.exit_code == 255' "C exit_code (engine after restore: 255, the true 9 lost)"
 fi
 assert_json "$line_c" '.exit_code_source == "inspect"' "C exit code from inspect"
-assert_json "$line_c" '.engine_exit_code == null' "C engine_exit_code (no die event seen)"
-assert_json "$line_c" '.anomalies == ["exited_while_engine_down"]' "C exited while the engine was down"
+assert_exited_while_down "$line_c" C
 assert_gone "$c"
 
 # Proof of reconnection: a container started after the restart.
@@ -92,8 +106,7 @@ if engine_before 24; then
 else
   assert_json "$line_e" '.exit_code == 255' "E exit_code (the engine lost the 9)"
 fi
-assert_json "$line_e" '.engine_exit_code == null' "E: no die event"
-assert_json "$line_e" '.anomalies == ["exited_while_engine_down"]' "E exited while the engine was down"
+assert_exited_while_down "$line_e" E
 assert_eq 1 "$(report_count "$e")" "number of report lines for E"
 
 e2e_pass

@@ -605,7 +605,8 @@ static const char record_want[] =
     "\"give_up_after_ms\":0,\"retry_base_ms\":500,\"retry_max_ms\":30000,"
     "\"containerd\":false,\"reap_leaked_tasks\":true,\"ran\":true,"
     "\"exited\":true,\"die_seen\":true,\"die_has_code\":true,"
-    "\"die_code\":255,\"exit_known\":true,\"exit_code\":7,\"source\":2,"
+    "\"die_after_outage\":true,\"die_code\":255,\"exit_known\":true,\"exit_"
+    "code\":7,\"source\":2,"
     "\"oom_killed\":false,\"destroy_seen\":true,\"gone_polled\":false,"
     "\"removed_by_us\":true,\"delete_attempts\":2,\"anomalies\":9,"
     "\"removed\":false,\"cleanup_ms\":1234,\"task_exit_seen\":false,"
@@ -632,6 +633,7 @@ record_fill(struct lc *lc, struct record_meta *m)
     lc->p.retry_max_ms = 30000;
     lc->p.reap_leaked_tasks = true;
     lc->ran = lc->exited = lc->die_seen = lc->die_has_code = true;
+    lc->die_after_outage = true;
     lc->die_code = 255;
     lc->exit_known = true;
     lc->exit_code = 7;
@@ -712,14 +714,14 @@ run_record_parse(void *arg)
           SAME(p.give_up_after_ms) && SAME(p.retry_base_ms) &&
           SAME(p.retry_max_ms) && SAME(p.containerd) &&
           SAME(p.reap_leaked_tasks) && SAME(ran) && SAME(exited) &&
-          SAME(die_seen) && SAME(die_has_code) && SAME(die_code) &&
-          SAME(exit_known) && SAME(exit_code) && SAME(source) &&
-          SAME(oom_killed) && SAME(destroy_seen) && SAME(gone_polled) &&
-          SAME(removed_by_us) && SAME(delete_attempts) && SAME(anomalies) &&
-          SAME(removed) && SAME(cleanup_ms) && SAME(task_exit_seen) &&
-          SAME(task_exit_code) && SAME(task_delete_seen) &&
-          SAME(task_gone_polled) && SAME(task_reaped_done) &&
-          SAME(task_deleted))) {
+          SAME(die_seen) && SAME(die_has_code) && SAME(die_after_outage) &&
+          SAME(die_code) && SAME(exit_known) && SAME(exit_code) &&
+          SAME(source) && SAME(oom_killed) && SAME(destroy_seen) &&
+          SAME(gone_polled) && SAME(removed_by_us) && SAME(delete_attempts) &&
+          SAME(anomalies) && SAME(removed) && SAME(cleanup_ms) &&
+          SAME(task_exit_seen) && SAME(task_exit_code) &&
+          SAME(task_delete_seen) && SAME(task_gone_polled) &&
+          SAME(task_reaped_done) && SAME(task_deleted))) {
         record_free(r);
         return torture_wrong("the lifecycle record differs");
     }

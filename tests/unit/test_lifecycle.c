@@ -729,8 +729,9 @@ check_step(const struct lc *b, const struct lc_obs *o,
     may_clear = a->exit_known && a->source == LC_SRC_CONTAINERD
                     ? (uint32_t)(LC_AN_EXIT_UNKNOWN | LC_AN_EXIT_CODE_MISMATCH)
                     : 0;
-    /* A die event proves the engine was up when the container exited. */
-    if (o != NULL && o->kind == OBS_EVENT_DIE)
+    /* A die event proves the engine was up when the container exited,
+     * unless the restarted engine may have made it. */
+    if (o != NULL && o->kind == OBS_EVENT_DIE && !o->after_outage)
         may_clear |= LC_AN_EXITED_ENGINE_DOWN;
     if (!(a->state == LC_RUNNING && b->state != LC_RUNNING) &&
         !((b->state == LC_KEPT || b->state == LC_ABANDONED) &&
@@ -4202,6 +4203,54 @@ test_relist_after_outage_then_die(void **state)
     assert_int_equal(s.c.anomalies, 0);
 }
 
+/* A die dated after the engine was last found down may be the restarted
+ * engine's (Docker 20.10 sometimes says die 255 as it restores a
+ * container that exited while it was down): it neither clears the flag
+ * nor keeps the inspect after it from setting it; its code is still the
+ * engine's, told against the true one. */
+static void
+test_die_after_outage_keeps_flag(void **state)
+{
+    struct sc s;
+    struct lc_obs die = ob_die(255);
+    struct lc_obs found = ob_found(LC_RUN_EXITED);
+    struct lc_obs in = ob_insp(LC_RUN_EXITED, 9);
+
+    (void)state;
+    die.after_outage = true;
+    found.after_outage = true;
+    in.after_outage = true;
+    /* The die replayed first, then the relist, then the inspect. */
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, die, LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    assert_true(s.c.die_after_outage);
+    STEP(&s, found, LC_SETTLING, NOACT);
+    STEP(&s, in, LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.anomalies,
+                     LC_AN_EXITED_ENGINE_DOWN | LC_AN_EXIT_CODE_MISMATCH);
+    assert_int_equal(s.c.exit_code, 9);
+    assert_int_equal(s.c.die_code, 255);
+
+    /* The relist first: the die after it leaves the flag. */
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, found, LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, die, LC_SETTLING, NOACT);
+    assert_int_equal(s.c.anomalies, LC_AN_EXITED_ENGINE_DOWN);
+    STEP(&s, in, LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.anomalies,
+                     LC_AN_EXITED_ENGINE_DOWN | LC_AN_EXIT_CODE_MISMATCH);
+
+    /* The next run's die is a witness again. */
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, die, LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, ACT_STEP_CANCEL,
+         ACT_DEADLINES_CANCEL);
+    assert_false(s.c.die_after_outage);
+}
+
 /* A relist that lists a container dead or removing also starts an exit. */
 static void
 test_relist_found_dead_or_removing(void **state)
@@ -6005,6 +6054,7 @@ main(void)
         cmocka_unit_test(test_relist_found_exited_after_outage),
         cmocka_unit_test(test_inspect_finished_during_outage),
         cmocka_unit_test(test_relist_after_outage_then_die),
+        cmocka_unit_test(test_die_after_outage_keeps_flag),
         cmocka_unit_test(test_relist_found_dead_or_removing),
         cmocka_unit_test(test_created_never_started),
         cmocka_unit_test(test_relist_running_marks_ran),

@@ -1081,6 +1081,53 @@ t_last_outage_remembered(void **state)
     }
 }
 
+/* A die event dated within an outage the engine was last found down in
+ * may be the restarted engine's own (Docker 20.10 sometimes says die 255
+ * as it restores a container that exited while it was down): the exit
+ * stays flagged, and the die's 255 is told as the engine's code against
+ * the true one. A die dated after the outage is a witness: the engine was
+ * up. (The span is loaded, so the engine counts as down all through it;
+ * the fake engine dates its die events now and its FinishedAt earlier.) */
+static void
+t_die_after_outage_keeps_flag(void **state)
+{
+    int i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        struct tu_reapd *h = h_new("");
+        struct store *st = NULL;
+        const struct json_node *rep;
+        char err[256];
+        int64_t fin, now = report_now_ms();
+
+        assert_int_equal(
+            report_parse_time("2026-12-02T10:00:01.000000000Z", &fin), 0);
+        assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+        assert_int_equal(store_set_checkpoint(st, "docker.last_outage_from_ms",
+                                              fin - 60000),
+                         STORE_OK);
+        assert_int_equal(
+            store_set_checkpoint(st, "docker.last_outage_to_ms",
+                                 i == 0 ? now + 60000 : fin + 120000),
+            STORE_OK);
+        assert_int_equal(store_flush(st), STORE_OK);
+        reaper_set_store(h->r, st);
+        assert_int_equal(reaper_start(h->r), 0);
+        fake_engine_add(h->fe, A, "restored", MANAGED, NULL, 1);
+        tu_run_for(h->l, 50);
+        fake_engine_exit(h->fe, A, 9, 255);
+        TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+        rep = report_for(h, A);
+        assert_int_equal(int_of(rep, "exit_code"), 9);
+        assert_int_equal(int_of(rep, "engine_exit_code"), 255);
+        assert_true(has_anomaly(rep, "engine_exit_code_mismatch"));
+        assert_true(has_anomaly(rep, "exited_while_engine_down") == (i == 0));
+        h_drop_store(h, st);
+        h_free(h);
+    }
+}
+
 /* The engine going down is committed in the loop turn that finds it
  * unreachable, before the log says so, and so is its end: a reapd killed
  * right after (the e2e test kills it as soon as the log line shows) and
@@ -1755,6 +1802,7 @@ main(void)
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_lazy_commit),
         cmocka_unit_test(t_last_outage_remembered),
+        cmocka_unit_test(t_die_after_outage_keeps_flag),
         cmocka_unit_test(t_outage_committed_at_once),
         cmocka_unit_test(t_relist_sliced),
         cmocka_unit_test(t_relist_tracking_lines_capped),
