@@ -486,6 +486,11 @@ class Bench:
             self.figure("burst_added_latency_p99_ms",
                         round(quantile(lat, 0.99) * 1000, 3), "ms",
                         "added latency during the burst, 99th percentile")
+            commits = (m1.get("reapd_state_commits_total", 0) -
+                       m0.get("reapd_state_commits_total", 0))
+            self.figure("burst_state_commits_per_exit",
+                        round(commits / burst, 2), "commits",
+                        "state database transactions per exit in the burst")
 
         self.run_pair("churn-burst",
                       ["--containers", str(burst), "--exit-rate", "1000000",

@@ -1040,6 +1040,36 @@ t_deletes_of_a_turn_share_a_commit(void **state)
     h_free(h);
 }
 
+/* The fake engine's FinishedAt, in wall milliseconds. */
+static int64_t
+fake_finished_at(void)
+{
+    int64_t fin = 0;
+
+    assert_int_equal(report_parse_time("2026-12-02T10:00:01.000000000Z", &fin),
+                     0);
+    return fin;
+}
+
+/* The state of a run that saw the engine down from `from` to `to` (wall
+ * milliseconds), handed to h's reaper. */
+static struct store *
+outage_store(struct tu_reapd *h, int64_t from, int64_t to)
+{
+    struct store *st = NULL;
+    char err[256];
+
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    assert_int_equal(
+        store_set_checkpoint(st, "docker.last_outage_from_ms", from),
+        STORE_OK);
+    assert_int_equal(store_set_checkpoint(st, "docker.last_outage_to_ms", to),
+                     STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+    reaper_set_store(h->r, st);
+    return st;
+}
+
 /* The last engine outage an earlier run saw end is remembered: a reapd
  * killed soon after it still says that an exit in it happened while the
  * engine was down (found by the chaos soak: the record that said so could
@@ -1053,25 +1083,12 @@ t_last_outage_remembered(void **state)
     (void)state;
     for (i = 0; i < 2; i++) {
         struct tu_reapd *h = h_new("");
-        struct store *st = NULL;
+        int64_t fin = fake_finished_at();
+        struct store *st =
+            outage_store(h, i == 0 ? fin - 60000 : fin + 60000, fin + 120000);
         const struct json_node *rep;
-        char err[256];
-        int64_t fin;
 
-        /* The fake engine's FinishedAt. */
-        assert_int_equal(
-            report_parse_time("2026-12-02T10:00:01.000000000Z", &fin), 0);
-        assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-        assert_int_equal(
-            store_set_checkpoint(st, "docker.last_outage_from_ms",
-                                 i == 0 ? fin - 60000 : fin + 60000),
-            STORE_OK);
-        assert_int_equal(
-            store_set_checkpoint(st, "docker.last_outage_to_ms", fin + 120000),
-            STORE_OK);
-        assert_int_equal(store_flush(st), STORE_OK);
         fake_engine_add(h->fe, A, "exited-meanwhile", MANAGED, "exited", 0);
-        reaper_set_store(h->r, st);
         assert_int_equal(reaper_start(h->r), 0);
         TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
         rep = report_for(h, A);
@@ -1096,23 +1113,11 @@ t_die_after_outage_keeps_flag(void **state)
     (void)state;
     for (i = 0; i < 2; i++) {
         struct tu_reapd *h = h_new("");
-        struct store *st = NULL;
+        int64_t fin = fake_finished_at(), now = report_now_ms();
+        struct store *st =
+            outage_store(h, fin - 60000, i == 0 ? now + 60000 : fin + 120000);
         const struct json_node *rep;
-        char err[256];
-        int64_t fin, now = report_now_ms();
 
-        assert_int_equal(
-            report_parse_time("2026-12-02T10:00:01.000000000Z", &fin), 0);
-        assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-        assert_int_equal(store_set_checkpoint(st, "docker.last_outage_from_ms",
-                                              fin - 60000),
-                         STORE_OK);
-        assert_int_equal(
-            store_set_checkpoint(st, "docker.last_outage_to_ms",
-                                 i == 0 ? now + 60000 : fin + 120000),
-            STORE_OK);
-        assert_int_equal(store_flush(st), STORE_OK);
-        reaper_set_store(h->r, st);
         assert_int_equal(reaper_start(h->r), 0);
         fake_engine_add(h->fe, A, "restored", MANAGED, NULL, 1);
         tu_run_for(h->l, 50);
