@@ -906,14 +906,15 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
                        * nothing (200 B per tracked container at 10,000;
                        * docs/performance.md). */
                       "PRAGMA cache_size = -512;"
-                      /* A statement that writes two B-trees (a record's
-                       * row and its id's index) in a transaction keeps
-                       * the pages it changes in a statement journal, a
-                       * temporary file: 7 system calls per exit in a
-                       * burst. In memory, it costs the few pages one
-                       * statement changes (every query here is bounded
-                       * by an index and a LIMIT, so no large sort lands
-                       * there either). */
+                      /* A statement in a transaction that may write
+                       * more than one B-tree and fail halfway (a record's
+                       * upsert, a report's insert) keeps the pages it
+                       * changes in a statement journal, a temporary
+                       * file: 7 system calls per exit in a burst. In
+                       * memory, it costs the few pages one statement
+                       * changes (every query here is bounded by an index
+                       * and a LIMIT, so no large sort lands there
+                       * either). */
                       "PRAGMA temp_store = MEMORY;",
                       NULL, NULL, NULL);
     if (rc != SQLITE_OK) {
