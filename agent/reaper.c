@@ -221,11 +221,15 @@ slot_drop(struct rec *c)
 /* ---- engine calls ----------------------------------------------------- */
 
 /* Is a die event (its timeNano) dated after reapd last found the engine
- * down in an outage, up to a second after the outage ended? Then the
- * restarted engine may have made it (Docker 20.10 sometimes says die 255
- * as it restores a container whose exit it missed), and it proves
- * nothing about the engine being up at the exit. One dated before was
- * seen by an engine that was up while reapd's way to it was cut. */
+ * down in an outage, and not after the outage ended (reapd subscribed
+ * again)? Then the restarted engine may have made it (Docker 20.10
+ * sometimes says die 255 as it restores a container whose exit it
+ * missed, before it answers), and it proves nothing about the engine
+ * being up at the exit. One dated before was seen by an engine that was
+ * up while reapd's way to it was cut; one after, by the engine back. No
+ * slack past the end: an exit just after the reconnect, whose FinishedAt
+ * still falls in finished_in_outage's second of it, is cleared by its
+ * die. */
 static bool
 die_after_outage(const struct reaper *r, int64_t time_nano)
 {
@@ -233,7 +237,7 @@ die_after_outage(const struct reaper *r, int64_t time_nano)
     size_t i;
 
     for (i = 0; i < r->noutages && i < OUTAGE_SPANS; i++)
-        if (t >= r->outages[i].down && t <= r->outages[i].to + 1000)
+        if (t >= r->outages[i].down && t <= r->outages[i].to)
             return true;
     return false;
 }
