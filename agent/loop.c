@@ -143,6 +143,19 @@ loop_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+bool
+loop_new_turn(struct loop *l, struct timeval *last)
+{
+    struct timeval tv;
+
+    if (event_base_gettimeofday_cached(l->base, &tv) != 0)
+        return true;
+    if (tv.tv_sec == last->tv_sec && tv.tv_usec == last->tv_usec)
+        return false;
+    *last = tv;
+    return true;
+}
+
 void
 loop_timer_ms(struct event *ev, uint64_t ms)
 {

@@ -13,6 +13,7 @@
 #ifndef REAPD_LOOP_H
 #define REAPD_LOOP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,12 @@ struct event_base *loop_base(struct loop *l);
 /* Monotonic milliseconds and nanoseconds (CLOCK_MONOTONIC). */
 uint64_t loop_now_ms(void);
 uint64_t loop_now_ns(void);
+
+/* Whether the loop is in another turn than `*last` says (then *last
+ * becomes this one): libevent's cached time of the turn tells turns
+ * apart. Outside the loop each call is a turn of its own. */
+struct timeval;
+bool loop_new_turn(struct loop *l, struct timeval *last);
 
 /* (Re)arms the timer `ev` to fire `ms` milliseconds from now: every wait
  * in reapd is given in milliseconds, as Redis's ae does. */

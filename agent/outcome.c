@@ -179,16 +179,11 @@ static bool
 write_now(struct reaper *r)
 {
     struct outcome_queue *q = &r->oq;
-    struct timeval tv;
 
     if (q->n > 0)
         return false;
-    if (event_base_gettimeofday_cached(loop_base(r->l), &tv) != 0)
-        return true;
-    if (tv.tv_sec != q->turn_tv.tv_sec || tv.tv_usec != q->turn_tv.tv_usec) {
-        q->turn_tv = tv;
+    if (loop_new_turn(r->l, &q->turn_tv))
         q->now_in_turn = 0;
-    }
     return q->now_in_turn++ < REPORTS_AT_ONCE;
 }
 

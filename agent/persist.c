@@ -188,17 +188,10 @@ schedule_flush(struct reaper *r, uint64_t ms)
  * (STORE_PENDING_MAX).
  */
 static void
-turn_roll(struct persist *ps, struct event_base *base)
+turn_roll(struct reaper *r)
 {
-    struct timeval tv;
-
-    /* libevent's time of this turn: another value, another turn. */
-    if (event_base_gettimeofday_cached(base, &tv) == 0 &&
-        (tv.tv_sec != ps->turn_tv.tv_sec ||
-         tv.tv_usec != ps->turn_tv.tv_usec)) {
-        ps->turn_tv = tv;
-        ps->turn_flush_ns = 0;
-    }
+    if (loop_new_turn(r->l, &r->ps.turn_tv))
+        r->ps.turn_flush_ns = 0;
 }
 
 static bool
@@ -206,7 +199,7 @@ flush_budget(struct reaper *r)
 {
     struct persist *ps = &r->ps;
 
-    turn_roll(ps, loop_base(r->l));
+    turn_roll(r);
     return ps->turn_flush_ns < FLUSH_TURN_NS ||
            store_pending(r->store) > FLUSH_BACKLOG;
 }
@@ -224,7 +217,7 @@ flush_slice(struct reaper *r, const char *id)
     uint64_t t0 = loop_now_ns();
     int rc;
 
-    turn_roll(&r->ps, loop_base(r->l));
+    turn_roll(r);
     reaper_put_checkpoint(r);
     rc = store_flush_some(r->store, id, FLUSH_SLICE_ROWS);
     r->ps.turn_flush_ns += loop_now_ns() - t0;
@@ -1072,24 +1065,6 @@ persist_resume_loaded(struct reaper *r)
     free(waiting);
 }
 
-/*
- * Whether this loop turn is a new one since `*last` (then it becomes
- * *last): libevent's time of the turn says which (outside the loop, each
- * call is a turn of its own).
- */
-static bool
-new_turn(struct reaper *r, struct timeval *last)
-{
-    struct timeval tv;
-
-    if (event_base_gettimeofday_cached(loop_base(r->l), &tv) != 0)
-        return true;
-    if (tv.tv_sec == last->tv_sec && tv.tv_usec == last->tv_usec)
-        return false;
-    *last = tv;
-    return true;
-}
-
 /* The DELETEs queued: their records in one commit, then each is sent,
  * or held when that failed (logged once by persist_result). */
 static void
@@ -1110,7 +1085,7 @@ flush_delq(struct reaper *r)
         q[i]->delete_queued = false;
     }
     ps->ndelq = 0;
-    turn_roll(ps, loop_base(r->l));
+    turn_roll(r);
     reaper_put_checkpoint(r);
     rc = store_flush_ids(r->store, ids, n, FLUSH_SLICE_ROWS);
     ps->turn_flush_ns += loop_now_ns() - t0;
@@ -1149,7 +1124,7 @@ persist_before_delete(struct rec *c)
     persist_rec(c);
     /* The step's own persist, after its actions, would write the same. */
     c->persist_done = true;
-    if (ps->ndelq > 0 || !new_turn(r, &ps->delete_tv)) {
+    if (ps->ndelq > 0 || !loop_new_turn(r->l, &ps->delete_tv)) {
         ps->delq[ps->ndelq++] = c;
         c->delete_queued = true;
         if (ps->ndelq == 1)
