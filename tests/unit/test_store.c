@@ -2481,16 +2481,37 @@ count_wal_full(void *arg)
     (*(unsigned *)arg)++;
 }
 
+/* The WAL header's checkpoint sequence number: one more each time the
+ * WAL starts over from its beginning. */
+static uint32_t
+wal_seq(const char *dir)
+{
+    unsigned char h[16];
+    char path[128];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/reapd.db-wal", dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, h, sizeof(h), 0), (ssize_t)sizeof(h));
+    close(fd);
+    return (uint32_t)h[12] << 24 | (uint32_t)h[13] << 16 |
+           (uint32_t)h[14] << 8 | h[15];
+}
+
 /* No commit checkpoints: the WAL grows past SQLite's automatic bound
  * (1,000 pages) until the caller copies it, told by the hook once past
- * its own bound; after a checkpoint the next commit starts the WAL
- * over. */
+ * its own bound. The checkpoint itself starts the WAL over (with a row
+ * of its own), so that the sync of its new header is not the next
+ * commit's, which is the loop's. */
 static void
 t_checkpoint_by_caller(void **state)
 {
     struct fx *f = *state;
     unsigned full = 0, i;
     char id[CTR_ID_SIZE], json[512];
+    uint32_t seq;
+    int64_t n = 0;
 
     store_on_wal(f->st, 64, count_wal_full, &full);
     memset(json, 'x', sizeof(json) - 1);
@@ -2507,14 +2528,34 @@ t_checkpoint_by_caller(void **state)
     }
     assert_true(full > 0);
     assert_int_equal(store_checkpoints(f->st), 0);
+    seq = wal_seq(f->dir);
     assert_int_equal(store_checkpoint(f->st), STORE_OK);
     assert_int_equal(store_checkpoints(f->st), 1);
-    assert_int_equal(store_wal_pages(f->st), 0);
+    assert_int_equal(wal_seq(f->dir), seq + 1);
+    assert_int_equal(store_get_checkpoint(f->st, "store.wal_restarts", &n),
+                     STORE_OK);
+    assert_int_equal(n, 1);
+    assert_int_equal(store_wal_pages(f->st), 1);
     full = 0;
     assert_int_equal(store_put_container(f->st, id, "{}", 2, 1), STORE_OK);
     assert_int_equal(store_flush(f->st), STORE_OK);
-    assert_true(store_wal_pages(f->st) > 0 && store_wal_pages(f->st) < 64);
+    assert_int_equal(wal_seq(f->dir), seq + 1);
+    assert_true(store_wal_pages(f->st) > 1 && store_wal_pages(f->st) < 64);
     assert_int_equal(full, 0);
+    /* Inside a transaction of the caller's (the loop's, between two of
+     * its statements): the copy, but no row of its own in that
+     * transaction, and the transaction left as it was. */
+    assert_int_equal(
+        sqlite3_exec(store_sqlite(f->st), "BEGIN", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(store_checkpoint(f->st), STORE_OK);
+    assert_false(sqlite3_get_autocommit(store_sqlite(f->st)));
+    assert_int_equal(
+        sqlite3_exec(store_sqlite(f->st), "ROLLBACK", NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(store_get_checkpoint(f->st, "store.wal_restarts", &n),
+                     STORE_OK);
+    assert_int_equal(n, 1);
     store_on_wal(f->st, 0, NULL, NULL);
     /* Everything is where a restart reads it. */
     reopen(f);
