@@ -2367,9 +2367,9 @@ store_checkpoint_begin(struct store *st)
  * copied, the next write transaction starts the WAL from its beginning,
  * and SQLite syncs the WAL's new header before that transaction's frames
  * (its ticket ff5be73dee; synchronous=NORMAL too). Left to the next
- * commit, that sync was the loop's: 0.3 ms at the median, 80-144 ms when
- * it met the copy's own syncs on this machine's disk, a dozen times per
- * 3,000-exit burst (docs/performance.md). So one row is written here,
+ * commit, that sync was the loop's: 188 per sustained run, 9-20 per
+ * 3,000-exit burst, up to 107 ms when it met the copy's own syncs on this
+ * machine's disk (docs/performance.md). So one row is written here,
  * right after the copy and under the connection's mutex, unless the loop
  * is inside a transaction of its own (it then starts the WAL over
  * itself): how many times the WAL was started over this way, under the

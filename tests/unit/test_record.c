@@ -211,9 +211,8 @@ t_minimal_record(void **state)
 
 /*
  * A running container's record: most fields at their zero, which are
- * left out (a record half the size puts twice as many on a database
- * page). What is left reads back to the same record, written again the
- * same text.
+ * left out (the database half the size). What is left reads back to the
+ * same record, written again the same text.
  */
 static void
 t_zeros_left_out(void **state)
