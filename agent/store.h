@@ -136,9 +136,10 @@ const char *store_path(const struct store *st);
 int store_set_size_limit(struct store *st, uint64_t max_bytes,
                          uint64_t *effective);
 
-/* PRAGMA integrity_check, the thorough one (reads the whole file), and
- * the outbox's own invariant: STORE_OK, or STORE_CORRUPT with the first
- * problem in store_errmsg. */
+/* PRAGMA integrity_check, the thorough one (reads the whole file), the
+ * outbox's own invariants, and the report counts store_counts keeps
+ * against the table's: STORE_OK, or STORE_CORRUPT with the first problem
+ * in store_errmsg. */
 int store_check(struct store *st);
 
 /* ---- the outbox ------------------------------------------------------ */
@@ -339,6 +340,8 @@ struct store_counts {
     int64_t oldest_pending_ms; /* created_ms of the oldest pending; 0: none */
 };
 
+/* The report counts are kept as reports change (counted once at the
+ * opening), so this costs two index lookups whatever the outbox holds. */
 int store_counts(struct store *st, struct store_counts *out);
 
 /* Write transactions committed since the store was opened. */

@@ -774,6 +774,9 @@ t_dead_reasons(void **state)
              " WHERE container_id = (SELECT container_id FROM reports"
              " WHERE report_id = '00000000000000000000000000000002');"
              "COMMIT;");
+    /* An operator does it with reapd stopped: its counts are made at the
+     * opening. */
+    reopen(f);
     assert_int_equal(get(f->st, 2, &r), STORE_OK);
     assert_int_equal(r.state, STORE_PENDING);
     assert_int_equal(r.dead_reason, STORE_DEAD_NONE);
@@ -1282,6 +1285,7 @@ t_retention(void **state)
                      " delivered_ms) SELECT 'x' || i, 'c', 100 + i, '{}',"
                      " 'delivered', 0, 0, i FROM n;"
                      "UPDATE meta SET value = 2600;");
+    reopen(f); /* its counts are made at the opening */
     assert_int_equal(store_check(f->st), STORE_OK);
     assert_int_equal(store_prune(f->st, 5000, 0, -1, &n), STORE_OK);
     assert_int_equal(n, STORE_PRUNE_BATCH);
@@ -2568,6 +2572,122 @@ t_checkpoint_by_caller(void **state)
     }
 }
 
+/* The report counts store_counts gives without a scan follow every
+ * change, a failed transaction's (nothing) included, and a reopening
+ * counts the same: a model run of random changes, store_check (which
+ * compares them with the table's) after each. */
+static void
+t_counts_follow_changes(void **state)
+{
+    struct fx *f = *state;
+    struct store_counts before, after;
+    uint64_t n, eff;
+    unsigned next = 1, i, seed = 12345, last_dead = 0;
+    int rc;
+
+    for (i = 0; i < 600; i++) {
+        unsigned op, r, k;
+
+        seed = seed * 1103515245u + 12345u;
+        op = (seed >> 16) % 9;
+        r = next > 1 ? 1 + (seed >> 8) % (next - 1) : 1;
+        switch (op) {
+        case 0:
+        case 1:
+            assert_int_equal(add(f->st, next, next % 7, 1000 + i), STORE_OK);
+            next++;
+            break;
+        case 2: {
+            char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+
+            tu_report_id(id, next);
+            tu_container_id(ctr, next % 7);
+            assert_int_equal(
+                store_add_delivered(f->st, id, ctr, "{}", 2, 1000 + i),
+                STORE_OK);
+            next++;
+            break;
+        }
+        case 3:
+            rc = add(f->st, r, r % 7, 1000 + i); /* an id taken: no change */
+            assert_true(rc == STORE_DUPLICATE || rc == STORE_OK);
+            break;
+        case 4:
+            rc = mark_delivered(f->st, r, 2000 + i);
+            assert_true(rc == STORE_OK || rc == STORE_NOT_FOUND);
+            break;
+        case 5:
+            rc = mark_dead(f->st, r, "no");
+            assert_true(rc == STORE_OK || rc == STORE_NOT_FOUND);
+            if (rc == STORE_OK)
+                last_dead = r;
+            break;
+        case 6: {
+            char id[STORE_REPORT_ID_MAX + 1];
+
+            /* Half the time the last one marked dead: most are not. */
+            tu_report_id(id, (seed >> 4) % 2 && last_dead ? last_dead : r);
+            rc = (seed >> 4) % 8 == 0
+                     ? store_requeue_dead(f->st, 3000 + i, NULL)
+                     : store_requeue(f->st, id, 3000 + i);
+            assert_true(rc == STORE_OK || rc == STORE_NOT_FOUND ||
+                        rc == STORE_CONFLICT);
+            break;
+        }
+        case 7:
+            assert_int_equal(store_prune(f->st, 2000 + i, 400,
+                                         (int64_t)((seed >> 3) % 6), &n),
+                             STORE_OK);
+            break;
+        default: {
+            /* A batch the full database refuses halfway: none of it is
+             * counted. */
+            struct store_new_report v[16];
+            char ids[16][STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+            static char body[3000];
+
+            memset(body, 'x', sizeof(body));
+            tu_container_id(ctr, 3);
+            for (k = 0; k < 16; k++) {
+                tu_report_id(ids[k], next + k);
+                v[k] = (struct store_new_report){.report_id = ids[k],
+                                                 .container_id = ctr,
+                                                 .body = body,
+                                                 .len = sizeof(body)};
+            }
+            assert_int_equal(store_counts(f->st, &before), STORE_OK);
+            assert_int_equal(
+                store_set_size_limit(f->st, before.db_bytes, &eff), STORE_OK);
+            rc = store_add_reports(f->st, v, 16, 1000 + i, k % 2);
+            assert_int_equal(store_set_size_limit(f->st, 0, NULL), STORE_OK);
+            assert_int_not_equal(rc, STORE_OK);
+            assert_int_equal(store_counts(f->st, &after), STORE_OK);
+            assert_int_equal(after.pending, before.pending);
+            assert_int_equal(after.delivered, before.delivered);
+            next += 16; /* not stored: never reused either */
+            break;
+        }
+        }
+        if (store_check(f->st) != STORE_OK)
+            fail_msg("step %u (op %u): %s", i, op, store_errmsg(f->st));
+    }
+    assert_int_equal(store_counts(f->st, &before), STORE_OK);
+    /* One of each state at the end, whatever the run left. */
+    assert_int_equal(add(f->st, next, 1, 5000), STORE_OK);
+    assert_int_equal(mark_dead(f->st, next, "no"), STORE_OK);
+    assert_int_equal(add(f->st, next + 1, 1, 5000), STORE_OK);
+    assert_int_equal(add(f->st, next + 2, 2, 5000), STORE_OK);
+    assert_int_equal(mark_delivered(f->st, next + 2, 5000), STORE_OK);
+    assert_int_equal(store_check(f->st), STORE_OK);
+    assert_int_equal(store_counts(f->st, &before), STORE_OK);
+    assert_true(before.pending > 0 && before.delivered > 0 && before.dead > 0);
+    reopen(f);
+    assert_int_equal(store_counts(f->st, &after), STORE_OK);
+    assert_int_equal(after.pending, before.pending);
+    assert_int_equal(after.delivered, before.delivered);
+    assert_int_equal(after.dead, before.dead);
+}
+
 int
 main(void)
 {
@@ -2597,6 +2717,7 @@ main(void)
         T(t_transitions),
         T(t_retention),
         T(t_counts_and_size),
+        T(t_counts_follow_changes),
         T(t_recent),
         T(t_after),
         T(t_requeue),
