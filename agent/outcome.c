@@ -180,7 +180,9 @@ write_now(struct reaper *r)
 {
     struct outcome_queue *q = &r->oq;
 
-    if (q->n > 0)
+    /* Queued too while the WAL's copy holds the store: its end writes
+     * them (persist_store_busy). */
+    if (q->n > 0 || persist_store_busy(r))
         return false;
     if (loop_new_turn(r->l, &q->turn_tv))
         q->now_in_turn = 0;
@@ -256,7 +258,7 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
         event_active(q->ev, EV_TIMEOUT, 1);
     /* Enough to share a write: written now, the records let go at the
      * turn's end all the same. */
-    if (q->n - q->nwritten >= REPORT_BATCH)
+    if (q->n - q->nwritten >= REPORT_BATCH && !persist_store_busy(r))
         write_queued(r);
     return true;
 }
@@ -503,6 +505,9 @@ on_commit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    /* The WAL copy's end commits them (persist.c, checkpoint_done). */
+    if (persist_store_busy(arg))
+        return;
     outcome_commit(arg);
 }
 

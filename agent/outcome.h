@@ -11,7 +11,9 @@
  * The reports made in one loop turn are written together at its end
  * (outcome_commit): one write and one fdatasync of reports.jsonl, one
  * transaction. A burst of exits settles tens of them per turn, each of
- * which cost a sync of its own (0.5-1 ms here) before.
+ * which cost a sync of its own (0.5-1 ms here) before. While the store's
+ * WAL copy runs (persist_store_busy), they wait for its end instead, so
+ * that the loop does not wait for the connection the copy holds.
  */
 #ifndef REAPD_OUTCOME_H
 #define REAPD_OUTCOME_H

@@ -19,6 +19,7 @@
 #include "docker.h"
 #include "log.h"
 #include "loop.h"
+#include "outcome.h"
 #include "reaper_int.h"
 #include "record.h"
 #include "report.h"
@@ -98,6 +99,7 @@ static void on_prune(evutil_socket_t fd, short what, void *arg);
 static void on_checkpoint(evutil_socket_t fd, short what, void *arg);
 static void on_delq(evutil_socket_t fd, short what, void *arg);
 static void arm_store_retry(struct reaper *r);
+static void flush_delq(struct reaper *r);
 
 int
 persist_init(struct reaper *r)
@@ -159,6 +161,9 @@ persist_cleanup(struct reaper *r)
     if (ps->delq_ev != NULL)
         event_free(ps->delq_ev);
     ps->delq_ev = NULL;
+    free(ps->delq);
+    ps->delq = NULL;
+    ps->ndelq = ps->delq_cap = 0;
     if (r->store != NULL)
         store_on_wal(r->store, 0, NULL, NULL);
     ps->flush_ev = ps->retry = ps->prune_timer = ps->ckpt_ev = NULL;
@@ -368,6 +373,11 @@ checkpoint_done(int rc, void *arg)
     struct reaper *r = arg;
 
     checkpoint_result(r, store_checkpoint_end(r->store, rc));
+    /* What waited for the connection, before another copy can begin:
+     * the DELETEs' records, then the reports. */
+    flush_delq(r);
+    if (r->oq.n > 0)
+        outcome_commit(r);
     if (r->ps.flush_deferred) {
         r->ps.flush_deferred = false;
         persist_flush_soon(r);
@@ -394,6 +404,12 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
         return; /* its end looks at the WAL again */
     store_checkpoint_begin(r->store);
     bio_run(r->ps.bio, checkpoint_job, checkpoint_done, r);
+}
+
+bool
+persist_store_busy(const struct reaper *r)
+{
+    return r->store != NULL && bio_busy(r->ps.bio);
 }
 
 bool
@@ -1065,43 +1081,72 @@ persist_resume_loaded(struct reaper *r)
     free(waiting);
 }
 
-/* The DELETEs queued: their records in one commit, then each is sent,
- * or held when that failed (logged once by persist_result). */
+/* The DELETEs queued: their records in one commit per
+ * PERSIST_DELETE_BATCH, then each is sent, or held when that failed
+ * (logged once by persist_result). */
 static void
 flush_delq(struct reaper *r)
 {
     struct persist *ps = &r->ps;
     const char *ids[PERSIST_DELETE_BATCH];
     struct rec *q[PERSIST_DELETE_BATCH];
-    size_t i, n = ps->ndelq;
-    uint64_t t0 = loop_now_ns();
+    size_t i, n;
+    uint64_t t0;
     int rc;
 
-    if (n == 0)
-        return;
-    for (i = 0; i < n; i++) {
-        q[i] = ps->delq[i];
-        ids[i] = q[i]->id;
-        q[i]->delete_queued = false;
-    }
-    ps->ndelq = 0;
-    turn_roll(r);
-    reaper_put_checkpoint(r);
-    rc = store_flush_ids(r->store, ids, n, FLUSH_SLICE_ROWS);
-    ps->turn_flush_ns += loop_now_ns() - t0;
-    persist_result(r, rc, "saving container records");
-    if (rc < 0)
-        arm_store_retry(r);
-    else if (store_pending(r->store) > 0)
-        schedule_flush(r, 0);
-    for (i = 0; i < n; i++) {
-        if (rc < 0) {
-            r->st.deletes_held++;
-            log_debug(q[i]->id, "DELETE held: its record cannot be written "
-                                "yet");
+    /* Re-read each time: a DELETE written may forget a record queued. */
+    while (ps->ndelq > 0) {
+        n = ps->ndelq < PERSIST_DELETE_BATCH ? ps->ndelq
+                                             : PERSIST_DELETE_BATCH;
+        t0 = loop_now_ns();
+        for (i = 0; i < n; i++) {
+            q[i] = ps->delq[i];
+            ids[i] = q[i]->id;
+            q[i]->delete_queued = false;
         }
-        reaper_delete_written(q[i], rc >= 0);
+        ps->ndelq -= n;
+        memmove(ps->delq, ps->delq + n, ps->ndelq * sizeof(ps->delq[0]));
+        turn_roll(r);
+        reaper_put_checkpoint(r);
+        rc = store_flush_ids(r->store, ids, n, FLUSH_SLICE_ROWS);
+        ps->turn_flush_ns += loop_now_ns() - t0;
+        persist_result(r, rc, "saving container records");
+        if (rc < 0)
+            arm_store_retry(r);
+        else if (store_pending(r->store) > 0)
+            schedule_flush(r, 0);
+        for (i = 0; i < n; i++) {
+            if (rc < 0) {
+                r->st.deletes_held++;
+                log_debug(q[i]->id, "DELETE held: its record cannot be "
+                                    "written yet");
+            }
+            reaper_delete_written(q[i], rc >= 0);
+        }
     }
+}
+
+/* Queues c's DELETE; false when out of memory. */
+static bool
+delq_push(struct rec *c)
+{
+    struct persist *ps = &c->r->ps;
+
+    if (ps->ndelq == ps->delq_cap) {
+        size_t ncap =
+            ps->delq_cap == 0 ? PERSIST_DELETE_BATCH : ps->delq_cap * 2;
+        struct rec **v = realloc(ps->delq, ncap * sizeof(*v));
+
+        if (v == NULL)
+            return false;
+        ps->delq = v;
+        ps->delq_cap = ncap;
+    }
+    ps->delq[ps->ndelq++] = c;
+    c->delete_queued = true;
+    if (ps->ndelq == 1)
+        event_active(ps->delq_ev, EV_TIMEOUT, 1);
+    return true;
 }
 
 static void
@@ -1109,6 +1154,9 @@ on_delq(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
+    /* The copy's end writes them. */
+    if (persist_store_busy(arg))
+        return;
     flush_delq(arg);
 }
 
@@ -1124,12 +1172,11 @@ persist_before_delete(struct rec *c)
     persist_rec(c);
     /* The step's own persist, after its actions, would write the same. */
     c->persist_done = true;
-    if (ps->ndelq > 0 || !loop_new_turn(r->l, &ps->delete_tv)) {
-        ps->delq[ps->ndelq++] = c;
-        c->delete_queued = true;
-        if (ps->ndelq == 1)
-            event_active(ps->delq_ev, EV_TIMEOUT, 1);
-        if (ps->ndelq == PERSIST_DELETE_BATCH)
+    /* Out of memory for the queue: written now, as the first. */
+    if ((ps->ndelq > 0 || persist_store_busy(r) ||
+         !loop_new_turn(r->l, &ps->delete_tv)) &&
+        delq_push(c)) {
+        if (ps->ndelq >= PERSIST_DELETE_BATCH && !persist_store_busy(r))
             flush_delq(r);
         return PERSIST_QUEUED;
     }

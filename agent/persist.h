@@ -56,10 +56,11 @@ struct persist {
     uint64_t rotations;
     bool rotate_failing;      /* the last rotation failed; said once */
     uint64_t rotate_again_ms; /* loop time of the next try after one */
-    /* DELETEs of this loop turn waiting for their records' commit
-     * (persist_before_delete), and the turn of the last sent at once. */
-    struct rec *delq[PERSIST_DELETE_BATCH];
-    size_t ndelq;
+    /* DELETEs waiting for their records' commit (persist_before_delete):
+     * of this loop turn, or of the WAL copy's time; and the turn of the
+     * last sent at once. */
+    struct rec **delq;
+    size_t ndelq, delq_cap;
     struct event *delq_ev; /* active while ndelq > 0: the turn's end */
     struct timeval delete_tv;
 };
@@ -69,6 +70,11 @@ int persist_init(struct reaper *r);
 /* The records waiting are as many as one commit takes and the store is
  * busy with a checkpoint: whoever makes more (a relist's slice) waits. */
 bool persist_backlogged(const struct reaper *r);
+/* The WAL's copy runs on the bio thread and holds the store's connection
+ * till its end: a store call now would hold the loop as long (3-240 ms
+ * in a burst). What can wait does: DELETEs (persist_before_delete) and
+ * reports (outcome.c) are written when the copy ends. */
+bool persist_store_busy(const struct reaper *r);
 /* A last flush; reports still unsaved are said (they are in
  * reports.jsonl, made again at the next start); frees what init made. */
 void persist_cleanup(struct reaper *r);
@@ -106,7 +112,9 @@ void persist_rec(struct rec *c);
  * other pending changes) at once: PERSIST_NOW, send it. The next ones of
  * the same turn share one commit, when PERSIST_DELETE_BATCH wait or at
  * the turn's end: PERSIST_QUEUED, and reaper_delete_written says when.
- * PERSIST_HELD: the state cannot be written (the DELETE waits).
+ * While the WAL's copy runs (persist_store_busy), every one is queued, and
+ * written when it ends. PERSIST_HELD: the state cannot be written (the
+ * DELETE waits).
  */
 enum persist_delete { PERSIST_NOW, PERSIST_QUEUED, PERSIST_HELD };
 enum persist_delete persist_before_delete(struct rec *c);

@@ -341,7 +341,10 @@ struct store_counts {
 };
 
 /* The report counts are kept as reports change (counted once at the
- * opening), so this costs two index lookups whatever the outbox holds. */
+ * opening), so this costs two index lookups whatever the outbox holds;
+ * between store_checkpoint_begin and _end (the copy holds the
+ * connection), none: the oldest pending and the size are then those of
+ * the last call. */
 int store_counts(struct store *st, struct store_counts *out);
 
 /* Write transactions committed since the store was opened. */
