@@ -1525,7 +1525,9 @@ t_store_busy_holds_not_the_loop(void **state)
     on_tick(-1, 0, &t); /* a hold at the end has no tick after it */
     print_message("loop held at most %.1f ms while the store was busy\n",
                   (double)t.max_gap_ns / 1e6);
-    assert_true(t.max_gap_ns < 100 * 1000000u);
+    /* A loop that waited would wait for the holder's 3 s; a loop that
+     * did not turns every few ms (100 ms under valgrind). */
+    assert_true(t.max_gap_ns < 1000 * 1000000u);
     assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), deletes);
     assert_int_equal(h->nreports, 0);
 
