@@ -16,11 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -1422,28 +1419,6 @@ t_lazy_commit(void **state)
     h_free(h);
 }
 
-/* Holds the store's connection from a thread of its own, as the WAL
- * copy on the bio thread does, until released (3 s at most, so that a
- * loop that waits for it fails the test rather than hanging it). */
-struct holder {
-    sqlite3_mutex *mu;
-    atomic_int held, release;
-};
-
-static void *
-holder_fn(void *arg)
-{
-    struct holder *ho = arg;
-    int i;
-
-    sqlite3_mutex_enter(ho->mu);
-    atomic_store(&ho->held, 1);
-    for (i = 0; i < 3000 && !atomic_load(&ho->release); i++)
-        usleep(1000);
-    sqlite3_mutex_leave(ho->mu);
-    return NULL;
-}
-
 /* A 5 ms timer's longest gap between two ticks: how long the loop was
  * held. */
 struct ticker {
@@ -1451,20 +1426,11 @@ struct ticker {
     uint64_t last_ns, max_gap_ns;
 };
 
-static uint64_t
-mono_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void
 on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct ticker *t = arg;
-    uint64_t now = mono_ns();
+    uint64_t now = loop_now_ns();
 
     (void)fd;
     (void)what;
@@ -1493,9 +1459,8 @@ t_store_busy_holds_not_the_loop(void **state)
                    "{\"reapd.managed\":\"true\"}},\"action\":\"remove\"}]");
     struct ticker t = {0};
     struct timeval five_ms = {0, 5000};
-    struct holder ho = {0};
+    struct tu_holder ho;
     struct store *st;
-    pthread_t th;
     int deletes;
 
     (void)state;
@@ -1510,10 +1475,7 @@ t_store_busy_holds_not_the_loop(void **state)
                                   " VALUES(zeroblob(1200000))",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
-    ho.mu = sqlite3_db_mutex(store_sqlite(st));
-    assert_int_equal(pthread_create(&th, NULL, holder_fn, &ho), 0);
-    while (!atomic_load(&ho.held))
-        usleep(1000);
+    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(st)));
     t.ev = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, &t);
     assert_non_null(t.ev);
     event_add(t.ev, &five_ms);
@@ -1531,8 +1493,7 @@ t_store_busy_holds_not_the_loop(void **state)
     assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), deletes);
     assert_int_equal(h->nreports, 0);
 
-    atomic_store(&ho.release, 1);
-    pthread_join(th, NULL);
+    tu_release(&ho);
     TU_RUN_UNTIL(h->l, h->nreports == 2, 5000);
     assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), deletes + 1);
     assert_true(has_report(h, K));

@@ -21,9 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <pthread.h>
 #include <sqlite3.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -2690,25 +2688,6 @@ t_counts_follow_changes(void **state)
     assert_int_equal(after.dead, before.dead);
 }
 
-struct holder {
-    sqlite3_mutex *mu;
-    atomic_int held, release;
-};
-
-static void *
-holder_fn(void *arg)
-{
-    struct holder *ho = arg;
-    int i;
-
-    sqlite3_mutex_enter(ho->mu);
-    atomic_store(&ho->held, 1);
-    for (i = 0; i < 3000 && !atomic_load(&ho->release); i++)
-        usleep(1000);
-    sqlite3_mutex_leave(ho->mu);
-    return NULL;
-}
-
 /* While the WAL's copy holds the connection (from store_checkpoint_begin
  * to _end; here a thread holds it), store_counts answers without it: the
  * counts as kept, the oldest pending and the size as last read. */
@@ -2717,24 +2696,19 @@ t_counts_while_copying(void **state)
 {
     struct fx *f = *state;
     struct store_counts before, during, after;
-    struct holder ho = {0};
+    struct tu_holder ho;
     struct timespec t0, t1;
-    pthread_t th;
 
     assert_int_equal(add(f->st, 1, 1, 1000), STORE_OK);
     assert_int_equal(add(f->st, 2, 2, 2000), STORE_OK);
     assert_int_equal(mark_delivered(f->st, 2, 3000), STORE_OK);
     assert_int_equal(store_counts(f->st, &before), STORE_OK);
-    ho.mu = sqlite3_db_mutex(store_sqlite(f->st));
-    assert_int_equal(pthread_create(&th, NULL, holder_fn, &ho), 0);
-    while (!atomic_load(&ho.held))
-        usleep(1000);
+    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(f->st)));
     store_checkpoint_begin(f->st);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     assert_int_equal(store_counts(f->st, &during), STORE_OK);
     clock_gettime(CLOCK_MONOTONIC, &t1);
-    atomic_store(&ho.release, 1);
-    pthread_join(th, NULL);
+    tu_release(&ho);
     /* Not a wait for the holder (released after 3 s at most). */
     assert_true((t1.tv_sec - t0.tv_sec) * 1000 +
                     (t1.tv_nsec - t0.tv_nsec) / 1000000 <
