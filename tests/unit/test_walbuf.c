@@ -102,19 +102,16 @@ fx_open(struct fx *fx, size_t cap)
 static void
 fx_close(struct fx *fx)
 {
+    char wal[sizeof(fx->path) + 4];
+
     sqlite3_close(fx->db);
     fx->db = NULL;
     walbuf_free(fx->wb);
     walbuf_free(fx->under);
-    {
-        char p[128];
-
-        snprintf(p, sizeof(p), "%s/t.db", fx->dir);
-        unlink(p);
-        snprintf(p, sizeof(p), "%s/t.db-wal", fx->dir);
-        unlink(p);
-    }
-    rmdir(fx->dir);
+    snprintf(wal, sizeof(wal), "%s-wal", fx->path);
+    unlink(wal);
+    unlink(fx->path);
+    assert_int_equal(rmdir(fx->dir), 0);
 }
 
 /* Opens the file again with SQLite's own VFS: what a restart reads. */
