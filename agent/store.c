@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* The loop thread waits at most this long for a lock someone else holds
@@ -31,6 +32,8 @@
 #define PEND_MIN_CAP    64
 /* Pending records a report's transaction takes along (add_report). */
 #define STORE_REPORT_ROWS 32
+/* store_checkpoint_bg's wait for the loop's transaction to end. */
+#define STORE_CKPT_TXN_WAIT_MS 1000
 
 /*
  * The schema, as an ordered list: migrations[v] takes user_version v to
@@ -2479,7 +2482,7 @@ store_checkpoint_bg(struct store *st)
 {
     sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
     char wal[PATH_MAX + 8];
-    int rc, fd;
+    int rc, fd, waited;
 
     /* The copy begins with a sync of the WAL (synchronous=NORMAL syncs no
      * commit, so that is every frame since the last copy) and ends with
@@ -2494,7 +2497,21 @@ store_checkpoint_bg(struct store *st)
         (void)fdatasync(fd);
         close(fd);
     }
-    sqlite3_mutex_enter(mu);
+    /* SQLite refuses the copy (SQLITE_LOCKED, "database table is
+     * locked") on a connection inside a transaction, and the mutex
+     * serializes the loop's transactions call by call, not whole: taken
+     * between two statements of one, it would find it open. The loop's
+     * transactions never outlast a loop turn, so the copy waits here, on
+     * its own thread, for the connection to be out of one (up to
+     * STORE_CKPT_TXN_WAIT_MS, then tried anyway: it fails and is tried
+     * again later). */
+    for (waited = 0;; waited++) {
+        sqlite3_mutex_enter(mu);
+        if (sqlite3_get_autocommit(st->db) || waited >= STORE_CKPT_TXN_WAIT_MS)
+            break;
+        sqlite3_mutex_leave(mu);
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
     rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
                                    &st->bg_log, &st->bg_done);
     if (rc == SQLITE_OK && st->bg_log > 0 && st->bg_done >= st->bg_log &&

@@ -366,7 +366,11 @@ uint64_t store_checkpoints(const struct store *st);
  * bio.c): begin and end on the loop, store_checkpoint_bg in between,
  * which returns SQLite's result code for store_checkpoint_end. The
  * connection is serialized: a store call from the loop meanwhile waits
- * for the copy, so the loop makes none it can put off (persist.c). */
+ * for the copy, so the loop makes none it can put off (persist.c).
+ * store_checkpoint_bg first waits (up to a second, sleeping) for the
+ * connection to be out of any transaction the other thread has open: so
+ * store_checkpoint, which runs it on the caller's thread, must not be
+ * called inside one. */
 void store_checkpoint_begin(struct store *st);
 int store_checkpoint_bg(struct store *st);
 int store_checkpoint_end(struct store *st, int rc);

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -2724,6 +2725,57 @@ t_counts_while_copying(void **state)
     assert_true(after.oldest_pending_ms > 0);
 }
 
+struct copier {
+    struct store *st;
+    int rc;
+    struct timespec done;
+};
+
+static void *
+copier_run(void *arg)
+{
+    struct copier *c = arg;
+
+    c->rc = store_checkpoint_bg(c->st);
+    clock_gettime(CLOCK_MONOTONIC, &c->done);
+    return NULL;
+}
+
+/* The copy starts while the loop's connection is inside a transaction
+ * (the mutex is free between its statements): it waits for the commit
+ * instead of failing with "database table is locked". */
+static void
+t_copy_waits_for_transaction(void **state)
+{
+    struct fx *f = *state;
+    sqlite3 *db = store_sqlite(f->st);
+    struct copier c = {.st = f->st, .rc = -1};
+    struct timespec committed;
+    pthread_t th;
+
+    assert_int_equal(add(f->st, 1, 1, 1000), STORE_OK);
+    assert_int_equal(add(f->st, 2, 2, 2000), STORE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "BEGIN IMMEDIATE;"
+                                  "INSERT INTO checkpoints(key, value)"
+                                  " VALUES ('test.open', 1)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    store_checkpoint_begin(f->st);
+    assert_int_equal(pthread_create(&th, NULL, copier_run, &c), 0);
+    usleep(100 * 1000);
+    clock_gettime(CLOCK_MONOTONIC, &committed);
+    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(c.rc, SQLITE_OK);
+    assert_true(c.done.tv_sec > committed.tv_sec ||
+                (c.done.tv_sec == committed.tv_sec &&
+                 c.done.tv_nsec >= committed.tv_nsec));
+    assert_int_equal(store_checkpoint_end(f->st, c.rc), STORE_OK);
+    assert_int_equal(store_checkpoints(f->st), 1);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 int
 main(void)
 {
@@ -2755,6 +2807,7 @@ main(void)
         T(t_counts_and_size),
         T(t_counts_follow_changes),
         T(t_counts_while_copying),
+        T(t_copy_waits_for_transaction),
         T(t_recent),
         T(t_after),
         T(t_requeue),
