@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
@@ -110,6 +112,11 @@ struct loop {
         short kind;
     } unwatched[SOCK_UNWATCHED];
     size_t nunwatched;
+    /* Per descriptor: whether libcurl opened it through open_cb (and has
+     * not closed it through close_cb), and its parked record, if any. */
+    struct fdslot *fds;
+    size_t nfds;
+    uint64_t sock_changes; /* loop_socket_changes */
     /* A prior-knowledge HTTP/2 connection to this unix socket succeeded
      * and libcurl keeps it: the next calls ride on it (h2_old_curl). */
     bool h2_live;
@@ -121,6 +128,14 @@ struct sock {
     struct event *ev; /* points into this block */
     struct loop *l;
     struct sock *next; /* in the pool */
+    curl_socket_t fd;
+    short kind;  /* what ev is added for; 0: not added */
+    bool parked; /* libcurl keeps the connection idle (sock_park) */
+};
+
+struct fdslot {
+    struct sock *parked;
+    bool ours;
 };
 
 static void check_multi_info(struct loop *l);
@@ -183,17 +198,26 @@ socket_action(struct loop *l, curl_socket_t fd, int flags)
     check_multi_info(l);
 }
 
+static void sock_arm(struct sock *sk, short kind);
+
 static void
 on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
-    struct loop *l = arg;
+    struct sock *sk = arg;
     int flags = 0;
 
+    /* An idle kept connection the server wrote to or closed: libcurl
+     * finds out when it next looks at it (it checks a connection before
+     * reusing it); until then there is nothing to wait for. */
+    if (sk->parked) {
+        sock_arm(sk, 0);
+        return;
+    }
     if (what & EV_READ)
         flags |= CURL_CSELECT_IN;
     if (what & EV_WRITE)
         flags |= CURL_CSELECT_OUT;
-    socket_action(l, fd, flags);
+    socket_action(sk->l, fd, flags);
 }
 
 static void
@@ -236,6 +260,129 @@ sock_put(struct loop *l, struct sock *sk)
 
 static void schedule_deferred(struct loop *l);
 
+/* Adds sk's event for `kind` (0: none), with no system call when it is
+ * already added for that. */
+static void
+sock_arm(struct sock *sk, short kind)
+{
+    if (sk->kind == kind)
+        return;
+    if (sk->kind != 0) {
+        event_del(sk->ev);
+        sk->l->sock_changes++;
+    }
+    sk->kind = kind;
+    if (kind == 0)
+        return;
+    sk->l->sock_changes++;
+    event_assign(sk->ev, sk->l->base, sk->fd, kind, on_socket_event, sk);
+    event_add(sk->ev, NULL);
+}
+
+static struct fdslot *
+fdslot(struct loop *l, curl_socket_t s)
+{
+    return s >= 0 && (size_t)s < l->nfds ? &l->fds[s] : NULL;
+}
+
+/* The parked record of `s`, taken out of its slot (NULL: none). */
+static struct sock *
+sock_unpark(struct loop *l, curl_socket_t s)
+{
+    struct fdslot *fs = fdslot(l, s);
+    struct sock *sk;
+
+    if (fs == NULL || (sk = fs->parked) == NULL)
+        return NULL;
+    fs->parked = NULL;
+    sk->parked = false;
+    return sk;
+}
+
+/*
+ * libcurl has done with `sk` for now (CURL_POLL_REMOVE). When it is a
+ * connection libcurl keeps for the next call, its record stays, with
+ * its event still added for reading: the next call on it (the usual case
+ * on the engine's socket: an inspect, then the DELETE, then the next
+ * inspect) then costs no epoll_ctl at all. Removing and adding it again
+ * for each call was two system calls per call, 19% of the loop's CPU in
+ * a burst (docs/performance.md). Only descriptors libcurl opened through
+ * open_cb are kept, because only those are sure to be closed through
+ * close_cb, where the record goes: a record kept for a descriptor closed
+ * behind our back would shadow the next one to get its number.
+ */
+static void
+sock_park(struct loop *l, struct sock *sk)
+{
+    struct fdslot *fs = fdslot(l, sk->fd);
+
+    if (fs == NULL || !fs->ours || fs->parked != NULL) {
+        sock_arm(sk, 0);
+        sock_put(l, sk);
+        return;
+    }
+    if (sk->kind != (EV_READ | EV_PERSIST))
+        sock_arm(sk, 0);
+    sk->parked = true;
+    fs->parked = sk;
+}
+
+static void
+sock_drop_parked(struct loop *l, curl_socket_t s)
+{
+    struct sock *sk = sock_unpark(l, s);
+
+    if (sk != NULL) {
+        sock_arm(sk, 0);
+        sock_put(l, sk);
+    }
+}
+
+/* libcurl's sockets, made as libcurl makes them (and not inherited by
+ * what reapd may run), marked as ours for sock_park. */
+static curl_socket_t
+open_cb(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    struct loop *l = clientp;
+    curl_socket_t s;
+    struct fdslot *fs;
+
+    (void)purpose;
+    s = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (s < 0)
+        return CURL_SOCKET_BAD;
+    if ((size_t)s >= l->nfds) {
+        size_t n = l->nfds ? l->nfds : 64;
+
+        while (n <= (size_t)s)
+            n *= 2;
+        fs = realloc(l->fds, n * sizeof(*fs));
+        if (fs == NULL)
+            return s; /* not parked, then: still correct */
+        memset(fs + l->nfds, 0, (n - l->nfds) * sizeof(*fs));
+        l->fds = fs;
+        l->nfds = n;
+    }
+    /* A record left for this number would be a bug; never trust it. */
+    sock_drop_parked(l, s);
+    l->fds[s].ours = true;
+    return s;
+}
+
+static int
+close_cb(void *clientp, curl_socket_t s)
+{
+    struct loop *l = clientp;
+    struct fdslot *fs = fdslot(l, s);
+
+    /* libcurl said CURL_POLL_REMOVE first, so the event is in a parked
+     * record or gone; taken off epoll before the number is free. */
+    sock_drop_parked(l, s);
+    if (fs != NULL)
+        fs->ours = false;
+    return close(s);
+}
+
 static void
 unwatched_drop(struct loop *l, curl_socket_t s)
 {
@@ -269,9 +416,11 @@ watch(struct loop *l, curl_socket_t s, short kind)
         return 0;
     }
     unwatched_drop(l, s);
-    event_assign(sk->ev, l->base, s, kind, on_socket_event, l);
+    sk->fd = s;
+    sk->kind = 0;
+    sk->parked = false;
     curl_multi_assign(l->multi, s, sk);
-    event_add(sk->ev, NULL);
+    sock_arm(sk, kind);
     return 0;
 }
 
@@ -287,9 +436,8 @@ curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
     if (what == CURL_POLL_REMOVE) {
         unwatched_drop(l, s);
         if (sk != NULL) {
-            event_del(sk->ev);
-            sock_put(l, sk);
             curl_multi_assign(l->multi, s, NULL);
+            sock_park(l, sk);
         }
         return 0;
     }
@@ -298,11 +446,11 @@ curl_socket_cb(CURL *easy, curl_socket_t s, int what, void *userp,
         kind |= EV_READ;
     if (what & CURL_POLL_OUT)
         kind |= EV_WRITE;
+    if (sk == NULL && (sk = sock_unpark(l, s)) != NULL)
+        curl_multi_assign(l->multi, s, sk);
     if (sk == NULL)
         return watch(l, s, kind);
-    event_del(sk->ev);
-    event_assign(sk->ev, l->base, s, kind, on_socket_event, l);
-    event_add(sk->ev, NULL);
+    sock_arm(sk, kind);
     return 0;
 }
 
@@ -738,6 +886,10 @@ setup_easy(struct loop_http_call *c, const struct loop_http_req *req)
     curl_easy_setopt(e, CURLOPT_WRITEDATA, c);
     curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, header_cb);
     curl_easy_setopt(e, CURLOPT_HEADERDATA, c);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_cb);
+    curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, c->l);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_cb);
+    curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, c->l);
     if (req->unix_socket != NULL)
         curl_easy_setopt(e, CURLOPT_UNIX_SOCKET_PATH, req->unix_socket);
     if (req->timeout_ms > 0)
@@ -900,6 +1052,12 @@ loop_http_waiting(const struct loop *l)
     return l->wait.n;
 }
 
+uint64_t
+loop_socket_changes(const struct loop *l)
+{
+    return l->sock_changes;
+}
+
 void
 loop_set_max_calls(struct loop *l, size_t n)
 {
@@ -987,8 +1145,12 @@ loop_free(struct loop *l)
         return;
     while (l->calls != NULL)
         call_free(l->calls);
+    /* Closes the kept connections, through close_cb. */
     if (l->multi != NULL)
         curl_multi_cleanup(l->multi);
+    for (size_t i = 0; i < l->nfds; i++)
+        sock_drop_parked(l, (curl_socket_t)i);
+    free(l->fds);
     if (l->timer != NULL)
         event_free(l->timer);
     if (l->deferred != NULL)

@@ -128,6 +128,12 @@ size_t loop_http_active(const struct loop *l);
 /* Calls waiting for room under the cap. */
 size_t loop_http_waiting(const struct loop *l);
 
+/* How many times a socket of libcurl's was added to or removed from the
+ * loop's poll set (an epoll_ctl each). A connection libcurl keeps stays
+ * in it between calls (so a call on it adds none), until libcurl closes
+ * it or, while idle, the server writes to or closes it. */
+uint64_t loop_socket_changes(const struct loop *l);
+
 /*
  * At most `n` calls that are not streams are handed to libcurl at once
  * (default LOOP_MAX_CALLS); the rest wait, first come first served, and

@@ -70,6 +70,8 @@ struct srv {
     int nstreams_open;
     int slow_now, slow_max; /* /slow requests held at once, and the most */
     int nclosed;            /* pending requests whose client went away */
+    void *last_conn;        /* the connection of the last request */
+    int nconns;             /* requests on another connection than the last */
 };
 
 static struct pend *
@@ -115,6 +117,8 @@ on_conn_close(struct evhttp_connection *conn, void *arg)
 
     if (s->freeing)
         return;
+    if ((void *)conn == s->last_conn)
+        s->last_conn = NULL; /* the next may get its address */
     for (i = 0; i < MAX_PENDING; i++) {
         struct pend *p = &s->pend[i];
 
@@ -211,6 +215,10 @@ on_request(struct evhttp_request *req, void *arg)
     struct evhttp_connection *conn = evhttp_request_get_connection(req);
 
     s->nrequests++;
+    if ((void *)conn != s->last_conn) {
+        s->last_conn = conn;
+        s->nconns++;
+    }
     evhttp_connection_set_closecb(conn, on_conn_close, s);
     if (strcmp(path, "/hello") == 0) {
         reply_text(req, 200, "hello world");
@@ -1356,6 +1364,58 @@ t_loop_basics(void **state)
     loop_free(NULL);
 }
 
+static void
+get_hello(struct fx *f, const struct loop_http_req *req)
+{
+    struct rec r = {0};
+
+    r.call = loop_http(f->l, req, rec_headers, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
+    check_hello(&r);
+    rec_clear(&r);
+}
+
+/*
+ * A connection libcurl keeps stays in the loop's poll set between calls:
+ * calls in a row on it add or remove nothing after the first. When the
+ * server closes it while it is idle, it leaves the set once (not a
+ * wake-up per turn for a socket at its end), and the next call opens
+ * another, which stays in turn.
+ */
+static void
+t_kept_connection_stays_watched(void **state)
+{
+    struct fx *f = fx_new();
+    struct loop_http_req req = {.url = "http://localhost/hello",
+                                .unix_socket = f->s->sock};
+    uint64_t first;
+    int i;
+
+    (void)state;
+    /* The server drops a connection idle for a second. */
+    evhttp_set_timeout(f->s->http, 1);
+    get_hello(f, &req);
+    first = loop_socket_changes(f->l);
+    assert_true(first >= 1);
+    for (i = 0; i < 4; i++)
+        get_hello(f, &req);
+    assert_int_equal(f->s->nconns, 1);
+    assert_int_equal(loop_socket_changes(f->l), first);
+
+    tu_run_for(f->l, 1800);
+    assert_int_equal(loop_socket_changes(f->l), first + 1);
+
+    get_hello(f, &req);
+    assert_int_equal(f->s->nconns, 2);
+    first = loop_socket_changes(f->l);
+    get_hello(f, &req);
+    get_hello(f, &req);
+    assert_int_equal(f->s->nconns, 2);
+    assert_int_equal(loop_socket_changes(f->l), first);
+    fx_free(f);
+}
+
 int
 main(void)
 {
@@ -1384,6 +1444,7 @@ main(void)
         cmocka_unit_test(t_active_counts),
         cmocka_unit_test(t_response_header),
         cmocka_unit_test(t_free_in_flight),
+        cmocka_unit_test(t_kept_connection_stays_watched),
     };
 
     signal(SIGPIPE, SIG_IGN); /* the server may write to a closed peer */
