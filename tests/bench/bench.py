@@ -24,6 +24,7 @@ import http.client
 import json
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -502,6 +503,16 @@ class Bench:
             self.figure("burst_state_commits_per_exit",
                         round(commits / burst, 2), "commits",
                         "state database transactions per exit in the burst")
+            calls = {}
+            for k, v in m1.items():
+                if k.startswith("reapd_engine_request_duration_seconds_count{"):
+                    c = re.search(r'call="([a-z_]+)"', k).group(1)
+                    calls[c] = calls.get(c, 0) + v - m0.get(k, 0)
+            self.figure("burst_engine_calls_per_exit",
+                        round(sum(calls.values()) / burst, 2), "calls",
+                        "engine calls per exit in the burst (%s)" %
+                        ", ".join("%s %.2f" % (c, n / burst)
+                                  for c, n in sorted(calls.items()) if n))
             self.figure("burst_stall_max_ms", round(probe.worst * 1000, 1),
                         "ms", "longest /livez answer during the burst "
                         "(%d answers, one every 10 ms)" % probe.answers)
