@@ -143,11 +143,14 @@ struct queued {
     char report_id[sizeof(((struct report *)0)->report_id)];
     const char *source; /* exit_code_source, static */
     uint64_t cleanup_ms;
-    uint64_t obs_ns; /* r->obs_ns when made: for the added latency */
+    uint64_t obs_ns;   /* r->obs_ns when made: for the added latency */
+    bool journal_done; /* its append to reports.jsonl was tried */
+    bool journaled;    /* and it is there, synced */
 };
 
 static void on_commit(evutil_socket_t fd, short what, void *arg);
 static void write_queued(struct reaper *r);
+static void journal_queued(struct reaper *r);
 static void commit_some(struct reaper *r, struct queued *v, size_t n);
 
 /*
@@ -243,6 +246,7 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     e->source = rep->exit_code_source;
     e->cleanup_ms = rep->cleanup_ms;
     e->obs_ns = r->obs_ns;
+    e->journal_done = e->journaled = false;
     if (e == &one) {
         commit_some(r, e, 1);
         free(json);
@@ -258,8 +262,12 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
         event_active(q->ev, EV_TIMEOUT, 1);
     /* Enough to share a write: written now, the records let go at the
      * turn's end all the same. */
-    if (q->n - q->nwritten >= REPORT_BATCH && !persist_store_busy(r))
-        write_queued(r);
+    if (!persist_store_busy(r)) {
+        if (q->n - q->nwritten >= REPORT_BATCH)
+            write_queued(r);
+    } else if (q->n - q->njournaled >= REPORT_BATCH) {
+        journal_queued(r);
+    }
     return true;
 }
 
@@ -347,21 +355,31 @@ outcome_report(struct rec *c)
 
 /* Counts, logs and hands on a report now in the store (or, without one,
  * in reports.jsonl alone). */
+/* The report is durable (its line synced in reports.jsonl, or its
+ * synced commit): the added latency ends here, once. */
 static void
-made(struct reaper *r, const struct queued *e)
+durable(struct reaper *r, struct queued *e)
+{
+    const double *bounds;
+    size_t nbounds;
+
+    if (e->obs_ns == 0)
+        return;
+    bounds = reaper_latency_bounds(&nbounds);
+    reaper_hist_observe(&r->st.report_latency, bounds, nbounds,
+                        (double)(loop_now_ns() - e->obs_ns) / 1e9);
+    e->obs_ns = 0;
+}
+
+static void
+made(struct reaper *r, struct queued *e)
 {
     const struct rec *c = e->c;
     const struct lc *lc = &c->lc;
     struct log_fields fields = {0};
-    const double *bounds;
-    size_t nbounds;
 
     r->st.reports++;
-    if (e->obs_ns != 0) {
-        bounds = reaper_latency_bounds(&nbounds);
-        reaper_hist_observe(&r->st.report_latency, bounds, nbounds,
-                            (double)(loop_now_ns() - e->obs_ns) / 1e9);
-    }
+    durable(r, e);
     if (lc->anomalies & LC_AN_EXIT_CODE_MISMATCH)
         r->st.exit_code_mismatches++;
     if (lc->anomalies & LC_AN_GAVE_UP)
@@ -383,45 +401,74 @@ made(struct reaper *r, const struct queued *e)
 }
 
 /*
+ * Appends to reports.jsonl, in one write and one sync, those of the `n`
+ * reports (at most STORE_REPORTS_MAX) not tried yet: each is then
+ * durable, and its added latency ends (a report the journal could not
+ * take is durable only at its synced commit, in commit_some).
+ */
+static void
+journal_some(struct reaper *r, struct queued *v, size_t n)
+{
+    struct report_line lines[STORE_REPORTS_MAX];
+    struct queued *of[STORE_REPORTS_MAX];
+    bool journaled = false;
+    size_t i, k = 0;
+    int e;
+
+    for (i = 0; i < n; i++) {
+        if (v[i].journal_done)
+            continue;
+        v[i].journal_done = true;
+        lines[k].json = v[i].json;
+        lines[k].len = v[i].len;
+        of[k++] = &v[i];
+    }
+    if (k == 0 || r->rl == NULL)
+        return;
+    errno = 0;
+    journaled = persist_journal_append_many(r, lines, k) == 0;
+    e = errno;
+    if (journaled)
+        r->st.report_writes++;
+    for (i = 0; i < k; i++) {
+        of[i]->journaled = journaled;
+        if (journaled) {
+            durable(r, of[i]);
+        } else if (e == EAGAIN) {
+            /* A rotation's checkpoint is not on disk yet: nothing
+             * goes into the new file before it is (docs/state.md,
+             * "Rotation"). */
+            log_info(of[i]->c->id,
+                     "report %s goes to the state database alone "
+                     "(synced): %s is being rotated",
+                     of[i]->report_id, report_log_path(r->rl));
+        } else {
+            r->st.report_errors++;
+            log_error(of[i]->c->id, "cannot append the report to %s: %s",
+                      report_log_path(r->rl), strerror(e));
+        }
+    }
+}
+
+/*
  * Writes `n` queued reports (at most STORE_REPORTS_MAX): reports.jsonl
- * first, then the store. A crash between the two leaves the records
- * unforgotten, so the same reports (same ids) are made again after the
- * restart; never the other way round.
+ * first (unless journal_some did already), then the store. A crash
+ * between the two leaves the records unforgotten, so the same reports
+ * (same ids) are made again after the restart; never the other way
+ * round.
  */
 static void
 commit_some(struct reaper *r, struct queued *v, size_t n)
 {
-    struct report_line lines[STORE_REPORTS_MAX];
     struct store_new_report sv[STORE_REPORTS_MAX];
-    bool journaled = false, stored = false;
+    bool journaled = true, stored = false;
     size_t i;
-    int e;
 
-    for (i = 0; i < n; i++) {
-        lines[i].json = v[i].json;
-        lines[i].len = v[i].len;
-    }
-    r->st.report_writes++;
-    if (r->rl != NULL) {
-        errno = 0;
-        journaled = persist_journal_append_many(r, lines, n) == 0;
-        e = errno;
-        for (i = 0; !journaled && i < n; i++) {
-            if (e == EAGAIN) {
-                /* A rotation's checkpoint is not on disk yet: nothing
-                 * goes into the new file before it is (docs/state.md,
-                 * "Rotation"). */
-                log_info(v[i].c->id,
-                         "report %s goes to the state database alone "
-                         "(synced): %s is being rotated",
-                         v[i].report_id, report_log_path(r->rl));
-            } else {
-                r->st.report_errors++;
-                log_error(v[i].c->id, "cannot append the report to %s: %s",
-                          report_log_path(r->rl), strerror(e));
-            }
-        }
-    }
+    journal_some(r, v, n);
+    for (i = 0; i < n; i++)
+        journaled = journaled && v[i].journaled;
+    if (!journaled) /* the store's commit is the synced write */
+        r->st.report_writes++;
     if (r->store != NULL) {
         for (i = 0; i < n; i++) {
             sv[i].report_id = v[i].report_id;
@@ -429,7 +476,8 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
             sv[i].body = v[i].json;
             sv[i].len = v[i].len;
         }
-        /* Not in the journal: the store's own commit must be synced. */
+        /* One not in the journal: the store's own commit must be
+         * synced. */
         store_set_journaled(r->store, journaled);
         if (persist_store_reports(r, sv, n) != 0)
             for (i = 0; i < n; i++)
@@ -439,8 +487,8 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
     for (i = 0; i < n; i++) {
         if (r->store != NULL && sv[i].result != STORE_OK) {
             persist_keep_unsaved(r, v[i].report_id, v[i].c->id, v[i].json,
-                                 v[i].len, !journaled);
-            v[i].c->report_only_in_memory = !journaled;
+                                 v[i].len, !v[i].journaled);
+            v[i].c->report_only_in_memory = !v[i].journaled;
             continue;
         }
         stored = true;
@@ -448,6 +496,32 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
     }
     if (stored && r->store != NULL)
         persist_journal_stored(r);
+}
+
+/*
+ * While the WAL's copy holds the store: the reports queued are appended
+ * to reports.jsonl now, which needs no store (unless a rotation left the
+ * journal's checkpoint to be written first), so they are durable now and
+ * not at the copy's end, 25-50 ms later in a burst; their transaction,
+ * the count, delivery and the report streams wait for that end
+ * (checkpoint_done: outcome_commit).
+ */
+static void
+journal_queued(struct reaper *r)
+{
+    struct outcome_queue *q = &r->oq;
+    size_t at = q->njournaled > q->nwritten ? q->njournaled : q->nwritten, n;
+
+    if (r->rl == NULL || !persist_journal_ready(r))
+        return;
+    while (at < q->n) {
+        n = q->n - at;
+        if (n > STORE_REPORTS_MAX)
+            n = STORE_REPORTS_MAX;
+        journal_some(r, q->v + at, n);
+        at += n;
+    }
+    q->njournaled = q->n;
 }
 
 /* Writes the reports queued and not yet written. */
@@ -480,7 +554,7 @@ outcome_commit(struct reaper *r)
     nv = q->n;
     cap = q->cap;
     q->v = NULL;
-    q->n = q->cap = q->nwritten = 0;
+    q->n = q->cap = q->nwritten = q->njournaled = 0;
     for (i = 0; i < nv; i++) {
         struct rec *c = v[i].c;
 
@@ -506,8 +580,10 @@ on_commit(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     /* The WAL copy's end commits them (persist.c, checkpoint_done). */
-    if (persist_store_busy(arg))
+    if (persist_store_busy(arg)) {
+        journal_queued(arg);
         return;
+    }
     outcome_commit(arg);
 }
 

@@ -12,8 +12,10 @@
  * (outcome_commit): one write and one fdatasync of reports.jsonl, one
  * transaction. A burst of exits settles tens of them per turn, each of
  * which cost a sync of its own (0.5-1 ms here) before. While the store's
- * WAL copy runs (persist_store_busy), they wait for its end instead, so
- * that the loop does not wait for the connection the copy holds.
+ * WAL copy runs (persist_store_busy), the loop must not wait for the
+ * connection the copy holds: the reports are appended to reports.jsonl
+ * at the turn's end as ever (durable then), and their transaction, count
+ * and hand-over wait for the copy's end.
  */
 #ifndef REAPD_OUTCOME_H
 #define REAPD_OUTCOME_H
@@ -31,7 +33,8 @@ struct queued;
 struct outcome_queue {
     struct queued *v;
     size_t n, cap;
-    size_t nwritten; /* v[0..nwritten) are written, waiting for release */
+    size_t nwritten;   /* v[0..nwritten) are written, waiting for release */
+    size_t njournaled; /* v[0..njournaled) are in reports.jsonl at least */
     struct timeval turn_tv; /* the turn of the last report written at once */
     unsigned now_in_turn;   /* reports written at once in it */
     struct event *ev;       /* active while n > 0 */

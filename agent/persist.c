@@ -529,6 +529,12 @@ journal_catch_up(struct reaper *r)
     return true;
 }
 
+bool
+persist_journal_ready(const struct reaper *r)
+{
+    return r->store == NULL || !r->ps.journal_behind;
+}
+
 int
 persist_journal_append_many(struct reaper *r, const struct report_line *v,
                             size_t n)

@@ -142,6 +142,10 @@ void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
 struct report_line;
 int persist_journal_append_many(struct reaper *r, const struct report_line *v,
                                 size_t n);
+/* Whether persist_journal_append_many can append without the store (its
+ * checkpoint is not behind a rotation): what a report made while the
+ * WAL's copy holds the store needs (outcome.c). */
+bool persist_journal_ready(const struct reaper *r);
 /* persist_store_report for `n` reports in one transaction
  * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
  * then v[i].result is STORE_OK for each one stored now or before (a

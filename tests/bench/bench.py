@@ -578,6 +578,19 @@ class Bench:
                        "--exit-count", str(count), "--delete-ms", "100:1000",
                        "--task-delete-ms", "0:20", "--delete-fail", "0.01"]
                       + slow, {}, sustained)
+        # The floor under that latency: a report is durable once its line
+        # is appended to reports.jsonl and synced, on this disk.
+        sc = os.path.join(self.build, "tests", "tools", "synccost")
+        if not os.access(sc, os.X_OK):
+            raise BenchError("%s is missing (build the synccost target)" % sc)
+        out = subprocess.run([sc, self.root, "400", "2000"], check=True,
+                             capture_output=True, text=True).stdout.split()
+        sync = dict(zip(out[0::2], (float(x) for x in out[1::2])))
+        self.figure("machine_sync_p99_ms", sync["sync_ms_p99"], "ms",
+                    "a report's line appended and synced on the state "
+                    "directory's disk, 99th percentile (p50 %.3f, max %.3f):"
+                    " the floor under the added latency"
+                    % (sync["sync_ms_p50"], sync["sync_ms_max"]))
 
     # Memory: the resident set with 10,000 tracked containers against the
     # same reapd with none.
