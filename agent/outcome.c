@@ -531,13 +531,25 @@ write_queued(struct reaper *r)
     struct outcome_queue *q = &r->oq;
     size_t n;
 
+    size_t at;
+
     while (q->nwritten < q->n) {
-        n = q->n - q->nwritten;
+        at = q->nwritten;
+        n = q->n - at;
         if (n > STORE_REPORTS_MAX)
             n = STORE_REPORTS_MAX;
-        commit_some(r, q->v + q->nwritten, n);
+        /* Counted as written first: the journal's checkpoint, moved
+         * after the store takes them, must still see the later ones
+         * journaled and not stored (outcome_unstored). */
         q->nwritten += n;
+        commit_some(r, q->v + at, n);
     }
+}
+
+bool
+outcome_unstored(const struct reaper *r)
+{
+    return r->oq.njournaled > r->oq.nwritten;
 }
 
 void

@@ -57,6 +57,11 @@ bool outcome_report(struct rec *c);
  * end of each loop turn that made one; now, for a caller that cannot
  * wait (stopping). */
 void outcome_commit(struct reaper *r);
+/* Whether reports wait in the queue that are in reports.jsonl and not
+ * yet in the store (made during the WAL's copy): the journal's checkpoint
+ * must not move past them (persist_journal_stored), or a crash would
+ * leave their lines unread. */
+bool outcome_unstored(const struct reaper *r);
 /* Makes it again in a second; c is forgotten only after it
  * (c->forget_due). */
 void outcome_report_later(struct rec *c);

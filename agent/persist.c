@@ -618,7 +618,8 @@ rotate_journal(struct reaper *r)
 void
 persist_journal_stored(struct reaper *r)
 {
-    if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0)
+    if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0 ||
+        outcome_unstored(r))
         return;
     if (!journal_catch_up(r))
         return;

@@ -155,7 +155,8 @@ int persist_store_reports(struct reaper *r, struct store_new_report *v,
                           size_t n);
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush), and a file past
- * reports_log.max_bytes is rotated. */
+ * reports_log.max_bytes is rotated. Nothing, while one waits in memory
+ * (a full disk) or in outcome.c's queue (outcome_unstored). */
 void persist_journal_stored(struct reaper *r);
 /* Visits the reports waiting in memory for the store, oldest first, until
  * `cb` returns true; returns that. */
