@@ -353,8 +353,6 @@ outcome_report(struct rec *c)
     return true;
 }
 
-/* Counts, logs and hands on a report now in the store (or, without one,
- * in reports.jsonl alone). */
 /* The report is durable (its line synced in reports.jsonl, or its
  * synced commit): the added latency ends here, once. */
 static void
@@ -371,6 +369,8 @@ durable(struct reaper *r, struct queued *e)
     e->obs_ns = 0;
 }
 
+/* Counts, logs and hands on a report now in the store (or, without one,
+ * in reports.jsonl alone). */
 static void
 made(struct reaper *r, struct queued *e)
 {
@@ -529,9 +529,7 @@ static void
 write_queued(struct reaper *r)
 {
     struct outcome_queue *q = &r->oq;
-    size_t n;
-
-    size_t at;
+    size_t at, n;
 
     while (q->nwritten < q->n) {
         at = q->nwritten;
