@@ -257,8 +257,9 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     c->report_queued = true;
     c->report_due = true;
     /* After every callback made ready with the one running: the end of
-     * the turn. */
-    if (q->n == 1)
+     * the turn. While the WAL's copy runs, the queue outlives the turn,
+     * and each turn's end journals what it added. */
+    if (q->n == 1 || persist_store_busy(r))
         event_active(q->ev, EV_TIMEOUT, 1);
     /* Enough to share a write: written now, the records let go at the
      * turn's end all the same. */
