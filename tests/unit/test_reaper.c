@@ -1606,12 +1606,17 @@ t_journal_checkpoint_waits_for_the_copy(void **state)
         tu_container_id(id, 3000 + i);
         fake_engine_exit(h->fe, id, 3, 3);
     }
-    TU_RUN_UNTIL(h->l, lines_in(h->dir, "reports.jsonl") == N, 2500);
+    TU_RUN_UNTIL(h->l, lines_in(h->dir, "reports.jsonl") == N, 15000);
     tu_release(&ho);
-    TU_RUN_UNTIL(h->l, (reaper_stats(h->r, &rs), rs.reports == 64), 5000);
+    /* Stored, or refused and waiting in memory (a transaction across
+     * the 64th is refused whole: with the copy, the first 64 are one). */
+    TU_RUN_UNTIL(
+        h->l, (reaper_stats(h->r, &rs), rs.reports + rs.reports_unsaved == N),
+        15000);
     tu_run_for(h->l, 1500); /* lazy commits, a retry of the refused */
     reaper_stats(h->r, &rs);
-    assert_int_equal(rs.reports, 64);
+    assert_true(rs.reports <= 64);
+    assert_true(rs.reports_unsaved >= N - 64);
     for (i = 0; i < N; i++) {
         tu_container_id(id, 3000 + i);
         if (has_report_in_store(st, id))
@@ -1631,7 +1636,7 @@ t_journal_checkpoint_waits_for_the_copy(void **state)
                                   "DROP TRIGGER refuse; DROP TRIGGER count;",
                                   NULL, NULL, NULL),
                      SQLITE_OK);
-    TU_RUN_UNTIL(h->l, reports_stored(st) == N, 5000);
+    TU_RUN_UNTIL(h->l, reports_stored(st) == N, 15000);
     h_drop_store(h, st);
     h_free(h);
 }
