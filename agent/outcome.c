@@ -149,6 +149,7 @@ struct queued {
 };
 
 static void on_commit(evutil_socket_t fd, short what, void *arg);
+static void on_journal(evutil_socket_t fd, short what, void *arg);
 static void write_queued(struct reaper *r);
 static void journal_queued(struct reaper *r);
 static void commit_some(struct reaper *r, struct queued *v, size_t n);
@@ -162,6 +163,15 @@ static void commit_some(struct reaper *r, struct queued *v, size_t n);
  * 427 at the turn's end; docs/performance.md).
  */
 #define REPORT_BATCH 8
+
+/*
+ * While the WAL's copy runs, a report is journaled once REPORT_BATCH
+ * wait, or once it has waited this long. Each turn's end was too often:
+ * the loop's syncs then met the copy's on the same disk, a 3,000-exit
+ * burst settled a third slower, at a fifth more CPU per exit
+ * (docs/performance.md); at the copy's end was too late (25-50 ms).
+ */
+#define JOURNAL_WAIT_MS 5
 
 /*
  * The first reports of a loop turn are written at once, as they would be
@@ -196,7 +206,8 @@ int
 outcome_init(struct reaper *r)
 {
     r->oq.ev = event_new(loop_base(r->l), -1, 0, on_commit, r);
-    return r->oq.ev != NULL ? 0 : -1;
+    r->oq.jev = evtimer_new(loop_base(r->l), on_journal, r);
+    return r->oq.ev != NULL && r->oq.jev != NULL ? 0 : -1;
 }
 
 void
@@ -206,6 +217,9 @@ outcome_cleanup(struct reaper *r)
     if (r->oq.ev != NULL)
         event_free(r->oq.ev);
     r->oq.ev = NULL;
+    if (r->oq.jev != NULL)
+        event_free(r->oq.jev);
+    r->oq.jev = NULL;
     free(r->oq.v);
     r->oq.v = NULL;
     r->oq.cap = 0;
@@ -257,9 +271,8 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     c->report_queued = true;
     c->report_due = true;
     /* After every callback made ready with the one running: the end of
-     * the turn. While the WAL's copy runs, the queue outlives the turn,
-     * and each turn's end journals what it added. */
-    if (q->n == 1 || persist_store_busy(r))
+     * the turn. */
+    if (q->n == 1)
         event_active(q->ev, EV_TIMEOUT, 1);
     /* Enough to share a write: written now, the records let go at the
      * turn's end all the same. */
@@ -268,6 +281,8 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
             write_queued(r);
     } else if (q->n - q->njournaled >= REPORT_BATCH) {
         journal_queued(r);
+    } else if (!evtimer_pending(q->jev, NULL)) {
+        loop_timer_ms(q->jev, JOURNAL_WAIT_MS);
     }
     return true;
 }
@@ -590,12 +605,20 @@ on_commit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    /* The WAL copy's end commits them (persist.c, checkpoint_done). */
-    if (persist_store_busy(arg)) {
-        journal_queued(arg);
+    /* The WAL copy's end commits them (persist.c, checkpoint_done);
+     * meanwhile on_journal journals them. */
+    if (persist_store_busy(arg))
         return;
-    }
     outcome_commit(arg);
+}
+
+static void
+on_journal(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    if (persist_store_busy(arg))
+        journal_queued(arg);
 }
 
 static void

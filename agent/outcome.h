@@ -38,6 +38,7 @@ struct outcome_queue {
     struct timeval turn_tv; /* the turn of the last report written at once */
     unsigned now_in_turn;   /* reports written at once in it */
     struct event *ev;       /* active while n > 0 */
+    struct event *jev;      /* JOURNAL_WAIT_MS, during the WAL's copy */
 };
 
 /* 0, or -1 (out of memory). */
