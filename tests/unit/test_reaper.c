@@ -1351,7 +1351,7 @@ t_group_commit(void **state)
                    "{\"reapd.managed\":\"true\"}},\"action\":\"remove\","
                    "\"delay_ms\":60000}]");
     struct store *st;
-    uint64_t c0;
+    uint64_t c0, t0, windows;
     size_t i;
 
     (void)state;
@@ -1362,18 +1362,24 @@ t_group_commit(void **state)
     tu_run_for(h->l, 1500);
     assert_int_equal(store_pending(st), 0);
     c0 = store_commits(st);
+    t0 = loop_now_ms();
     for (i = 0; i < 5; i++) {
         fake_engine_exit(h->fe, ids[i], 3, 3);
         tu_run_for(h->l, 2);
     }
+    /* The group commit's 20 ms windows the exits took: at most two
+     * transactions here, one per window where every turn is slower
+     * (valgrind: 40-60 ms for these turns). */
+    windows = (loop_now_ms() - t0) / 20 + 1;
     tu_run_for(h->l, 150);
     for (i = 0; i < 5; i++)
         assert_true(has_record(st, ids[i]));
     assert_int_equal(store_pending(st), 0);
-    print_message("5 exits in %llu transaction(s)\n",
-                  (unsigned long long)(store_commits(st) - c0));
+    print_message("5 exits in %llu transaction(s), %llu window(s)\n",
+                  (unsigned long long)(store_commits(st) - c0),
+                  (unsigned long long)windows);
     assert_true(store_commits(st) - c0 >= 1);
-    assert_true(store_commits(st) - c0 <= 2);
+    assert_true(store_commits(st) - c0 <= (windows > 2 ? windows : 2));
     h_drop_store(h, st);
     h_free(h);
 }
