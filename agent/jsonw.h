@@ -4,8 +4,10 @@
  * status endpoint) needs, so that none writes them again.
  *
  * Each takes the generator and writes one value or one key and its
- * value; a NULL string is written as null. yajl validates the structure:
- * a call out of place is ignored by it, and jw_finish then fails.
+ * value; a NULL string is written as null. yajl refuses a value out of
+ * place (an integer where a key must be, anything after the end) and
+ * writes nothing for it; the helpers do not report that, since every
+ * writer is fixed code whose output its tests check.
  */
 #ifndef REAPD_JSONW_H
 #define REAPD_JSONW_H

@@ -702,17 +702,9 @@ gen_container(yajl_gen g, const struct reaper_view *v)
     jw_key_str(g, "image", v->image);
     jw_key_str(g, "policy", v->policy);
     jw_key_str(g, "state", lc_state_name(v->state));
-    jw_str(g, "exit_code");
-    if (lc->exit_known)
-        yajl_gen_integer(g, lc->exit_code);
-    else
-        yajl_gen_null(g);
+    jw_key_int_or_null(g, "exit_code", lc->exit_known, lc->exit_code);
     jw_key_str(g, "exit_code_source", lc_source_name(lc->source));
-    jw_str(g, "engine_exit_code");
-    if (lc->die_has_code)
-        yajl_gen_integer(g, lc->die_code);
-    else
-        yajl_gen_null(g);
+    jw_key_int_or_null(g, "engine_exit_code", lc->die_has_code, lc->die_code);
     jw_key_bool(g, "destroy_seen", lc->destroy_seen);
     jw_key_bool(g, "gone_polled", lc->gone_polled);
     jw_key_int(g, "delete_attempts", lc->delete_attempts);
@@ -2227,7 +2219,7 @@ serve_status(struct status *s, struct evhttp_request *req)
     jw_key_int(g, "cleaning", (long long)d.cleaning);
     for (i = 0; i < LC_NSTATES; i++) {
         jw_str(g, lc_state_name((enum lc_state)i));
-        yajl_gen_integer(g, (long long)st.by_state[i]);
+        jw_int(g, (long long)st.by_state[i]);
     }
     yajl_gen_map_close(g);
     jw_key_int(g, "leaked_tasks", (long long)st.leaked_tasks);
