@@ -22,6 +22,12 @@ SETTLE_SECS=${BENCH_REAL_SETTLE_SECS:-5}
 # idle: only the idle figures (what bench.real_idle checks); reapd: all
 # but the peer's.
 ONLY=${BENCH_REAL_ONLY:-}
+# A command run with "start" and "end" around reapd's churn, its output
+# discarded (tests/bench/instructions.sh dumps callgrind's counters).
+HOOK=${BENCH_REAL_HOOK:-}
+hook() {
+  if [ -n "$HOOK" ]; then "$HOOK" "$1" >/dev/null; fi
+}
 
 figure() {
   echo "figure $*"
@@ -168,6 +174,7 @@ count_reports() {
 }
 lines0=$(($(count_reports)))
 metrics >"$D/m0"
+hook start
 w0=$(wakeups "$REAPD_PID")
 c0=$(cpu_ns "$REAPD_PID")
 t0=$(now_ms)
@@ -182,6 +189,7 @@ wait_until 300 "$EXITS reports" settled
 t2=$(now_ms)
 c1=$(cpu_ns "$REAPD_PID")
 w1=$(wakeups "$REAPD_PID")
+hook end
 metrics >"$D/m1"
 ev=$(($(metric "$D/m1" reapd_events_received_total) - $(metric "$D/m0" reapd_events_received_total)))
 figure real_engine_exits_per_sec \
