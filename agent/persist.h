@@ -49,6 +49,9 @@ struct persist {
     size_t nunsaved;
     uint64_t errors;     /* failed writes */
     uint64_t duplicates; /* reports made again after a restart */
+    /* The group commit's timer finding nothing to write: a wakeup for
+     * nothing, which flush_settled exists to spare (a test counts it). */
+    uint64_t empty_flushes;
     /* reports.jsonl: the checkpoint stored may be past its end (just
      * rotated, or found shorter at a start) until a synced commit says
      * otherwise; no line is appended meanwhile (persist.c). */

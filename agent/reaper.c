@@ -1638,6 +1638,7 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->store_errors = r->ps.errors;
     out->reports_unsaved = r->ps.nunsaved;
     out->duplicates = r->ps.duplicates;
+    out->empty_flushes = r->ps.empty_flushes;
     out->pruned = r->ps.pruned;
     out->reports_log_rotations = r->ps.rotations;
     out->docker_reconnects = docker_watch_reconnects(r->d);

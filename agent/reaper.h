@@ -125,6 +125,7 @@ struct reaper_stats {
     uint64_t store_errors;  /* failed writes (disk full...) */
     size_t reports_unsaved; /* made, waiting for the store to take them */
     uint64_t duplicates;    /* reports made again after a restart */
+    uint64_t empty_flushes; /* group commits with nothing to write */
     uint64_t pruned;        /* delivered reports removed by retention */
     uint64_t reports_log_rotations; /* of reports.jsonl (reports_log) */
     /* Exit -> settled, observed as each report is made. */
