@@ -209,6 +209,30 @@ flush_budget(struct reaper *r)
            store_pending(r->store) > FLUSH_BACKLOG;
 }
 
+/* Nothing waits to be written: no pending change, no events checkpoint
+ * to put (reaper_put_checkpoint). */
+static bool
+nothing_waits(const struct reaper *r)
+{
+    return store_pending(r->store) == 0 && !r->ckpt_due;
+}
+
+/*
+ * A commit that left nothing waiting (a DELETE's record, the reports of a
+ * turn, each with what else waited): the group commit's timer, still
+ * armed for what it carried, would wake the loop for an empty flush. On
+ * the real engine that was 0.85 of an exit's 14 wakeups
+ * (docs/performance.md).
+ */
+static void
+flush_settled(struct reaper *r)
+{
+    if (r->ps.flush_scheduled && nothing_waits(r)) {
+        evtimer_del(r->ps.flush_ev);
+        r->ps.flush_scheduled = false;
+    }
+}
+
 /*
  * Writes the record of container `id` (NULL: none in particular) and
  * other pending changes, FLUSH_SLICE_ROWS in all; what is left goes a
@@ -216,24 +240,6 @@ flush_budget(struct reaper *r)
  * after a burst of 3,000 new containers wrote all of their records first:
  * one loop turn of 150 ms. A failure is retried (store_retry).
  */
-/*
- * A commit that left nothing waiting (a DELETE's record, the reports of a
- * turn, each with what else waited): the group commit's timer, still
- * armed for what it carried, would wake the loop for an empty flush. On
- * the real engine that was 0.85 of an exit's 14 wakeups
- * (docs/performance.md). An events checkpoint not yet put (ckpt_due) is
- * what the timer is still for.
- */
-static void
-flush_settled(struct reaper *r)
-{
-    if (r->ps.flush_scheduled && store_pending(r->store) == 0 &&
-        !r->ckpt_due) {
-        evtimer_del(r->ps.flush_ev);
-        r->ps.flush_scheduled = false;
-    }
-}
-
 static int
 flush_slice(struct reaper *r, const char *id)
 {
@@ -401,7 +407,7 @@ checkpoint_done(int rc, void *arg)
     if (r->ps.flush_deferred) {
         r->ps.flush_deferred = false;
         /* Unless the DELETEs' and reports' transactions just wrote it. */
-        if (store_pending(r->store) > 0 || r->ckpt_due)
+        if (!nothing_waits(r))
             persist_flush_soon(r);
     }
     /* What was committed meanwhile may be past the bound already. */
@@ -452,7 +458,7 @@ on_flush(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     r->ps.flush_scheduled = false;
-    if (store_pending(r->store) == 0 && !r->ckpt_due)
+    if (nothing_waits(r))
         r->ps.empty_flushes++;
     if (ckpt_due(r)) {
         r->ps.flush_deferred = true;

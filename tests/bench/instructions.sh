@@ -5,7 +5,8 @@
 # and prints the user-space instructions per exit and their share by
 # library. Unlike CPU time, the count does not depend on what else the
 # machine runs, so it shows a change too small for the time's spread
-# (docs/performance.md, eighth round). The kernel's part is not counted.
+# (docs/performance.md, "Against a Python watcher", sixth round). The
+# kernel's part is not counted.
 # Prints one line per figure on stdout:
 #   figure KEY VALUE UNIT WHAT...
 # Usage: bash tests/bench/instructions.sh /path/to/reapd   (as root;
@@ -19,15 +20,7 @@ command -v callgrind_control >/dev/null ||
   { echo "instructions: valgrind is not installed" >&2; exit 2; }
 exits=${BENCH_REAL_EXITS:-100}
 work=$(mktemp -d /tmp/reapd-instr.XXXXXX)
-bench=""
-cleanup() {
-  if [ -n "$bench" ] && kill -0 "$bench" 2>/dev/null; then
-    kill "$bench" 2>/dev/null || true
-    wait "$bench" 2>/dev/null || true
-  fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+trap 'rm -rf "$work"' EXIT
 
 # real.sh starts "$BIN"; this one runs reapd under callgrind, names kept
 # in full in each dump (so the churn's dump reads alone).
@@ -42,17 +35,12 @@ chmod +x "$work/reapd"
 printf '#!/bin/sh\nexec callgrind_control -d\n' >"$work/hook"
 chmod +x "$work/hook"
 
-BENCH_REAL_ONLY=reapd BENCH_REAL_EXITS=$exits BENCH_REAL_HOOK=$work/hook \
-  bash "$here/real.sh" "$work/reapd" >"$work/figures" 2>"$work/log" &
-bench=$!
-status=0
-wait "$bench" || status=$?
-bench=""
-[ "$status" -eq 0 ] || {
+if ! BENCH_REAL_ONLY=reapd BENCH_REAL_EXITS=$exits BENCH_REAL_HOOK=$work/hook \
+  bash "$here/real.sh" "$work/reapd" >"$work/figures" 2>"$work/log"; then
   tail -n 20 "$work/log" >&2
-  echo "instructions: real.sh failed ($status)" >&2
+  echo "instructions: real.sh failed" >&2
   exit 1
-}
+fi
 [ -s "$work/cg.out.2" ] || {
   echo "instructions: no dump of the churn" >&2
   exit 1
