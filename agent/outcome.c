@@ -165,11 +165,13 @@ static void commit_some(struct reaper *r, struct queued *v, size_t n);
 #define REPORT_BATCH 8
 
 /*
- * While the WAL's copy runs, a report is journaled once REPORT_BATCH
- * wait, or once it has waited this long. Each turn's end was too often:
- * the loop's syncs then met the copy's on the same disk, a 3,000-exit
- * burst settled a third slower, at a fifth more CPU per exit
- * (docs/performance.md); at the copy's end was too late (25-50 ms).
+ * While the WAL's copy runs, a burst's reports are journaled once
+ * REPORT_BATCH wait, or once the first has waited this long. Each turn's
+ * end was too often: the loop's syncs then met the copy's on the same
+ * disk, a 3,000-exit burst settled a third slower, at a fifth more CPU
+ * per exit (docs/performance.md); at the copy's end was too late (25-50
+ * ms). A turn of a sustained pace journals its reports at its end
+ * (on_commit).
  */
 #define JOURNAL_WAIT_MS 5
 
@@ -183,23 +185,30 @@ static void commit_some(struct reaper *r, struct queued *v, size_t n);
 #define REPORTS_AT_ONCE 2
 
 /*
- * Whether a report made now is written at once: nothing queued, and
- * fewer than REPORTS_AT_ONCE written so far in this turn. libevent's
- * time of the turn says which turn it is (outside the loop, as in some
- * tests, every call is a turn of its own).
+ * Counts a report made in this loop turn: how many the turn has made,
+ * this one included. libevent's time of the turn says which turn it is
+ * (outside the loop, as in some tests, every call is a turn of its own).
  */
-static bool
-write_now(struct reaper *r)
+static unsigned
+turn_count(struct reaper *r)
 {
     struct outcome_queue *q = &r->oq;
 
+    if (loop_new_turn(r->l, &q->turn_tv))
+        q->in_turn = 0;
+    return ++q->in_turn;
+}
+
+/* Whether the turn's `k`th report is written at once: nothing queued,
+ * and it is among the turn's first REPORTS_AT_ONCE. */
+static bool
+write_now(struct reaper *r, unsigned k)
+{
     /* Queued too while the WAL's copy holds the store: its end writes
      * them (persist_store_busy). */
-    if (q->n > 0 || persist_store_busy(r))
+    if (r->oq.n > 0 || persist_store_busy(r))
         return false;
-    if (loop_new_turn(r->l, &q->turn_tv))
-        q->now_in_turn = 0;
-    return q->now_in_turn++ < REPORTS_AT_ONCE;
+    return k <= REPORTS_AT_ONCE;
 }
 
 int
@@ -207,6 +216,7 @@ outcome_init(struct reaper *r)
 {
     r->oq.ev = event_new(loop_base(r->l), -1, 0, on_commit, r);
     r->oq.jev = evtimer_new(loop_base(r->l), on_journal, r);
+    r->oq.journal_wait_ms = JOURNAL_WAIT_MS;
     return r->oq.ev != NULL && r->oq.jev != NULL ? 0 : -1;
 }
 
@@ -238,8 +248,9 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     struct reaper *r = c->r;
     struct outcome_queue *q = &r->oq;
     struct queued *e, one;
+    unsigned k = turn_count(r);
 
-    if (write_now(r)) {
+    if (write_now(r, k)) {
         e = &one;
     } else {
         if (q->n == q->cap) {
@@ -271,8 +282,9 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     c->report_queued = true;
     c->report_due = true;
     /* After every callback made ready with the one running: the end of
-     * the turn. */
-    if (q->n == 1)
+     * the turn. During the WAL's copy the queue outlives the turn, and
+     * each turn's end has its say (on_commit). */
+    if (q->n == 1 || k == 1)
         event_active(q->ev, EV_TIMEOUT, 1);
     /* Enough to share a write: written now, the records let go at the
      * turn's end all the same. */
@@ -281,8 +293,8 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
             write_queued(r);
     } else if (q->n - q->njournaled >= REPORT_BATCH) {
         journal_queued(r);
-    } else if (!evtimer_pending(q->jev, NULL)) {
-        loop_timer_ms(q->jev, JOURNAL_WAIT_MS);
+    } else if (k > REPORTS_AT_ONCE && !evtimer_pending(q->jev, NULL)) {
+        loop_timer_ms(q->jev, q->journal_wait_ms);
     }
     return true;
 }
@@ -538,6 +550,7 @@ journal_queued(struct reaper *r)
         at += n;
     }
     q->njournaled = q->n;
+    evtimer_del(q->jev); /* nothing left for it */
 }
 
 /* Writes the reports queued and not yet written. */
@@ -600,16 +613,29 @@ outcome_commit(struct reaper *r)
     }
 }
 
+/*
+ * The end of a turn that made reports. During the WAL's copy, the copy's
+ * end commits them (persist.c, checkpoint_done); a turn of a sustained
+ * pace (REPORTS_AT_ONCE or fewer) journals its own now, together. At 200
+ * exits/s the copy runs during about one report in fifty, and each of
+ * those waited JOURNAL_WAIT_MS for company that did not come: that wait
+ * was the added latency's p99 (9.0-9.7 ms against 5.0-7.0;
+ * docs/performance.md). A burst's turn leaves them to REPORT_BATCH and
+ * the timer (on_journal).
+ */
 static void
 on_commit(evutil_socket_t fd, short what, void *arg)
 {
+    struct reaper *r = arg;
+
     (void)fd;
     (void)what;
-    /* The WAL copy's end commits them (persist.c, checkpoint_done);
-     * meanwhile on_journal journals them. */
-    if (persist_store_busy(arg))
+    if (persist_store_busy(r)) {
+        if (r->oq.in_turn <= REPORTS_AT_ONCE)
+            journal_queued(r);
         return;
-    outcome_commit(arg);
+    }
+    outcome_commit(r);
 }
 
 static void

@@ -35,10 +35,11 @@ struct outcome_queue {
     size_t n, cap;
     size_t nwritten;   /* v[0..nwritten) are written, waiting for release */
     size_t njournaled; /* v[0..njournaled) are in reports.jsonl at least */
-    struct timeval turn_tv; /* the turn of the last report written at once */
-    unsigned now_in_turn;   /* reports written at once in it */
-    struct event *ev;       /* active while n > 0 */
-    struct event *jev;      /* JOURNAL_WAIT_MS, during the WAL's copy */
+    struct timeval turn_tv;   /* the turn of the last report made */
+    unsigned in_turn;         /* reports made in it */
+    struct event *ev;         /* active while n > 0 */
+    struct event *jev;        /* journal_wait_ms, during the WAL's copy */
+    unsigned journal_wait_ms; /* JOURNAL_WAIT_MS; tests make it longer */
 };
 
 /* 0, or -1 (out of memory). */

@@ -1547,6 +1547,12 @@ reaper_set_relist_slice_ns(struct reaper *r, uint64_t ns)
 }
 
 void
+reaper_set_journal_wait_ms(struct reaper *r, unsigned ms)
+{
+    r->oq.journal_wait_ms = ms;
+}
+
+void
 reaper_set_config(struct reaper *r, const struct config *cfg)
 {
     r->cfg = cfg;
