@@ -1471,6 +1471,42 @@ t_no_empty_flush(void **state)
     h_free(h);
 }
 
+/* Policies under which containers labelled reapd.keep=true are kept:
+ * their report comes right after the exit's inspect, with no DELETE. */
+#define KEPT_ONLY                                                             \
+    ",\"policies\":[{\"name\":\"kept\",\"match\":{\"labels\":"                \
+    "{\"reapd.keep\":\"true\"}},\"action\":\"keep\"}]"
+
+/* Adds `n` running containers the KEPT_ONLY policies keep, with the
+ * ids tu_container_id gives from `first` on. */
+static void
+add_kept(struct tu_reapd *h, unsigned first, unsigned n)
+{
+    char id[CTR_ID_SIZE], name[32];
+    unsigned i;
+
+    for (i = 0; i < n; i++) {
+        tu_container_id(id, first + i);
+        snprintf(name, sizeof(name), "kept-%u", first + i);
+        fake_engine_add(h->fe, id, name, "{\"reapd.keep\":\"true\"}", NULL, 1);
+    }
+}
+
+/* Makes the WAL's copy due (past its bound: in a turn of its own) while
+ * `ho` holds the store's connection, so that the copy starts and waits
+ * for tu_release. */
+static void
+copy_due_and_held(struct store *st, struct tu_holder *ho)
+{
+    assert_int_equal(sqlite3_exec(store_sqlite(st),
+                                  "CREATE TABLE ballast(b);"
+                                  "INSERT INTO ballast"
+                                  " VALUES(zeroblob(1200000))",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    tu_hold(ho, sqlite3_db_mutex(store_sqlite(st)));
+}
+
 /* A 5 ms timer's longest gap between two ticks: how long the loop was
  * held. */
 struct ticker {
@@ -1524,14 +1560,7 @@ t_store_busy_holds_not_the_loop(void **state)
     fake_engine_add(h->fe, R, "removed", MANAGED, NULL, 1);
     st = h_store_start(h);
     tu_run_for(h->l, 1500);
-    /* Past the WAL's bound: the copy is due in a turn of its own. */
-    assert_int_equal(sqlite3_exec(store_sqlite(st),
-                                  "CREATE TABLE ballast(b);"
-                                  "INSERT INTO ballast"
-                                  " VALUES(zeroblob(1200000))",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(st)));
+    copy_due_and_held(st, &ho);
     t.ev = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, &t);
     assert_non_null(t.ev);
     event_add(t.ev, &five_ms);
@@ -1582,9 +1611,7 @@ t_lone_report_journaled_during_copy(void **state)
         "7171717171717171717171717171717171717171717171717171717171717171",
         "7272727272727272727272727272727272727272727272727272727272727272",
     };
-    struct tu_reapd *h =
-        h_new2("", ",\"policies\":[{\"name\":\"kept\",\"match\":{\"labels\":"
-                   "{\"reapd.keep\":\"true\"}},\"action\":\"keep\"}]");
+    struct tu_reapd *h = h_new2("", KEPT_ONLY);
     struct tu_holder ho;
     struct reaper_stats rs;
     struct store *st;
@@ -1598,13 +1625,7 @@ t_lone_report_journaled_during_copy(void **state)
     reaper_set_journal_wait_ms(h->r, 10000);
     st = h_store_start(h);
     tu_run_for(h->l, 1500);
-    assert_int_equal(sqlite3_exec(store_sqlite(st),
-                                  "CREATE TABLE ballast(b);"
-                                  "INSERT INTO ballast"
-                                  " VALUES(zeroblob(1200000))",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(st)));
+    copy_due_and_held(st, &ho);
     reaper_stats(h->r, &rs);
     observed = rs.report_latency.count;
     tu_run_for(h->l, 50); /* the copy starts, and waits */
@@ -1631,32 +1652,20 @@ static void
 burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs)
 {
     enum { N = 12 };
-    struct tu_reapd *h =
-        h_new2("", ",\"policies\":[{\"name\":\"kept\",\"match\":{\"labels\":"
-                   "{\"reapd.keep\":\"true\"}},\"action\":\"keep\"}]");
+    struct tu_reapd *h = h_new2("", KEPT_ONLY);
     struct tu_holder ho;
     struct reaper_stats rs;
     struct store *st;
-    char id[CTR_ID_SIZE], name[32];
+    char id[CTR_ID_SIZE];
     uint64_t w0;
     int n0;
     unsigned i;
 
-    for (i = 0; i < N; i++) {
-        tu_container_id(id, 5000 + i);
-        snprintf(name, sizeof(name), "burst-%u", i);
-        fake_engine_add(h->fe, id, name, "{\"reapd.keep\":\"true\"}", NULL, 1);
-    }
+    add_kept(h, 5000, N);
     reaper_set_journal_wait_ms(h->r, wait_ms);
     st = h_store_start(h);
     tu_run_for(h->l, 1500);
-    assert_int_equal(sqlite3_exec(store_sqlite(st),
-                                  "CREATE TABLE ballast(b);"
-                                  "INSERT INTO ballast"
-                                  " VALUES(zeroblob(1200000))",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(st)));
+    copy_due_and_held(st, &ho);
     tu_run_for(h->l, 50); /* the copy starts, and waits */
     fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
     n0 = fake_engine_count(h->fe, FAKE_INSPECT);
@@ -1763,24 +1772,18 @@ static void
 t_journal_checkpoint_waits_for_the_copy(void **state)
 {
     enum { N = 72 };
-    struct tu_reapd *h =
-        h_new2("", ",\"policies\":[{\"name\":\"kept\",\"match\":{\"labels\":"
-                   "{\"reapd.keep\":\"true\"}},\"action\":\"keep\"}]");
+    struct tu_reapd *h = h_new2("", KEPT_ONLY);
     struct tu_holder ho;
     struct reaper_stats rs;
     struct store *st;
-    char id[CTR_ID_SIZE], name[32];
+    char id[CTR_ID_SIZE];
     int64_t mark = -1;
     long first_unstored = -1, at;
     unsigned i;
 
     (void)state;
     reaper_on_report(h->r, NULL, NULL); /* more than the harness keeps */
-    for (i = 0; i < N; i++) {
-        tu_container_id(id, 3000 + i);
-        snprintf(name, sizeof(name), "kept-%u", i);
-        fake_engine_add(h->fe, id, name, "{\"reapd.keep\":\"true\"}", NULL, 1);
-    }
+    add_kept(h, 3000, N);
     st = h_store_start(h);
     tu_run_for(h->l, 1500);
     assert_int_equal(
@@ -1790,12 +1793,10 @@ t_journal_checkpoint_waits_for_the_copy(void **state)
                      " WHEN (SELECT count(*) FROM stored) >= 64"
                      " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
                      "CREATE TRIGGER count AFTER INSERT ON reports"
-                     " BEGIN INSERT INTO stored VALUES (1); END;"
-                     "CREATE TABLE ballast(b);"
-                     "INSERT INTO ballast VALUES(zeroblob(1200000))",
+                     " BEGIN INSERT INTO stored VALUES (1); END;",
                      NULL, NULL, NULL),
         SQLITE_OK);
-    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(st)));
+    copy_due_and_held(st, &ho);
     tu_run_for(h->l, 50); /* the copy starts, and waits */
     for (i = 0; i < N; i++) {
         tu_container_id(id, 3000 + i);
