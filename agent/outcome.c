@@ -619,7 +619,7 @@ outcome_commit(struct reaper *r)
  * pace (REPORTS_AT_ONCE or fewer) journals its own now, together. At 200
  * exits/s the copy runs during about one report in fifty, and each of
  * those waited JOURNAL_WAIT_MS for company that did not come: that wait
- * was the added latency's p99 (9.0-9.7 ms against 5.0-7.0;
+ * was the added latency's p99 (8.1-9.7 ms against 4.9-8.1;
  * docs/performance.md). A burst's turn leaves them to REPORT_BATCH and
  * the timer (on_journal).
  */
