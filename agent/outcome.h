@@ -37,7 +37,7 @@ struct outcome_queue {
     size_t njournaled; /* v[0..njournaled) are in reports.jsonl at least */
     struct timeval turn_tv;   /* the turn of the last report made */
     unsigned in_turn;         /* reports made in it */
-    struct event *ev;         /* active while n > 0 */
+    struct event *ev;         /* a turn's end, for what it queued */
     struct event *jev;        /* journal_wait_ms, during the WAL's copy */
     unsigned journal_wait_ms; /* JOURNAL_WAIT_MS; tests make it longer */
 };
