@@ -89,7 +89,8 @@ struct loop {
     struct event *timer;    /* libcurl's timeout */
     struct event *deferred; /* queued adds and removals */
     int in_curl;            /* libcurl is on the stack */
-    uint64_t turn_ns;       /* when libcurl was last entered from the loop */
+    uint64_t turn_ns;       /* when libcurl was first entered this turn */
+    struct timeval curl_tv; /* the turn of turn_ns (loop_new_turn) */
     struct loop_http_call *calls;
     size_t ncalls;
     /* Calls not yet handed to libcurl: streams first, then the rest in
@@ -181,6 +182,19 @@ loop_timer_ms(struct event *ev, uint64_t ms)
     evtimer_add(ev, &tv);
 }
 
+/*
+ * Starts the data slice of this loop turn at libcurl's first entry in it.
+ * Later entries of the same turn (a socket's event after libcurl's own
+ * timer, or a resumed transfer) share it: a slice for each would let one
+ * turn take several (seen under valgrind: two 3 ms callbacks in a turn).
+ */
+static void
+curl_turn(struct loop *l)
+{
+    if (loop_new_turn(l, &l->curl_tv))
+        l->turn_ns = loop_now_ns();
+}
+
 static void
 socket_action(struct loop *l, curl_socket_t fd, int flags)
 {
@@ -188,7 +202,7 @@ socket_action(struct loop *l, curl_socket_t fd, int flags)
     CURLMcode rc;
 
     if (l->in_curl == 0)
-        l->turn_ns = loop_now_ns();
+        curl_turn(l);
     l->in_curl++;
     rc = curl_multi_socket_action(l->multi, fd, flags, &running);
     l->in_curl--;
@@ -864,7 +878,7 @@ on_resume(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->cancelled || !c->added)
         return;
-    l->turn_ns = loop_now_ns();
+    curl_turn(l);
     l->in_curl++;
     curl_easy_pause(c->easy, CURLPAUSE_CONT);
     l->in_curl--;
