@@ -60,8 +60,10 @@ struct loop_http_call {
     bool headers_done;
     bool too_large;
     bool aborted;
-    bool yield;           /* may be paused between turns (req->yield) */
-    struct event *resume; /* the next turn's unpause, while paused */
+    bool yield;              /* may be paused between turns (req->yield) */
+    struct event *resume;    /* the next turn's unpause, while paused */
+    struct timeval slice_tv; /* the turn of slice_ns (loop_new_turn) */
+    uint64_t slice_ns;       /* its first data callback in that turn */
     /* HTTP/2 on libcurl before 7.89 (h2_old_curl): */
     bool h2_fresh; /* prior knowledge, on a connection of its own */
     bool h2_reuse; /* plain HTTP/2, to ride on a kept connection */
@@ -89,8 +91,6 @@ struct loop {
     struct event *timer;    /* libcurl's timeout */
     struct event *deferred; /* queued adds and removals */
     int in_curl;            /* libcurl is on the stack */
-    uint64_t turn_ns;       /* when libcurl was first entered this turn */
-    struct timeval curl_tv; /* the turn of turn_ns (loop_new_turn) */
     struct loop_http_call *calls;
     size_t ncalls;
     /* Calls not yet handed to libcurl: streams first, then the rest in
@@ -182,27 +182,12 @@ loop_timer_ms(struct event *ev, uint64_t ms)
     evtimer_add(ev, &tv);
 }
 
-/*
- * Starts the data slice of this loop turn at libcurl's first entry in it.
- * Later entries of the same turn (a socket's event after libcurl's own
- * timer, or a resumed transfer) share it: a slice for each would let one
- * turn take several (seen under valgrind: two 3 ms callbacks in a turn).
- */
-static void
-curl_turn(struct loop *l)
-{
-    if (loop_new_turn(l, &l->curl_tv))
-        l->turn_ns = loop_now_ns();
-}
-
 static void
 socket_action(struct loop *l, curl_socket_t fd, int flags)
 {
     int running = 0;
     CURLMcode rc;
 
-    if (l->in_curl == 0)
-        curl_turn(l);
     l->in_curl++;
     rc = curl_multi_socket_action(l->multi, fd, flags, &running);
     l->in_curl--;
@@ -818,20 +803,38 @@ header_cb(char *buf, size_t size, size_t nitems, void *ud)
     return n;
 }
 
+/*
+ * Whether a yielding call may take more data this turn. Its slice begins
+ * at its first data callback of the turn, whoever entered libcurl: a turn
+ * can enter it several times (libcurl's timer, a socket's event, a paused
+ * transfer's resume), and a slice for each entry let one call run two or
+ * more in a turn (seen under valgrind: two 3 ms callbacks in one). Each
+ * call has its own, so one that comes late in a busy turn is not starved.
+ */
+static bool
+slice_left(struct loop_http_call *c)
+{
+    if (loop_new_turn(c->l, &c->slice_tv)) {
+        c->slice_ns = loop_now_ns();
+        return true;
+    }
+    return loop_now_ns() - c->slice_ns < DATA_SLICE_NS;
+}
+
 static size_t
 write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct loop_http_call *c = ud;
     size_t n = size * nmemb;
 
-    if (c->cancelled)
+    /* A consumer that refused is handed nothing more. */
+    if (c->cancelled || c->aborted)
         return 0;
     deliver_headers(c);
     if (c->cancelled)
         return 0;
     if (c->on_data != NULL) {
-        if (c->yield && c->l->in_curl &&
-            loop_now_ns() - c->l->turn_ns >= DATA_SLICE_NS &&
+        if (c->yield && c->l->in_curl && !slice_left(c) &&
             event_pending(c->resume, EV_TIMEOUT, NULL) == 0) {
             /* Not taken: libcurl keeps it and reads no more until the
              * next turn's on_resume. */
@@ -866,22 +869,31 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-/* The turn after a pause: the data libcurl kept is handed over from
- * inside curl_easy_pause, and the transfer reads on. */
+/*
+ * The turn after a pause: the data libcurl kept is handed over from
+ * inside curl_easy_pause, and the transfer reads on. When that data is
+ * refused (the consumer's error: a stream's bad JSON, memory out),
+ * libcurl 7.88 returns the error from curl_easy_pause and leaves the
+ * transfer as it is: paused, its socket unwatched, no timer set. Nothing
+ * would ever wake it (seen as a stream that did not reconnect until an
+ * unrelated timeout), so the call ends here with that error.
+ */
 static void
 on_resume(evutil_socket_t fd, short what, void *arg)
 {
     struct loop_http_call *c = arg;
     struct loop *l = c->l;
+    CURLcode rc;
 
     (void)fd;
     (void)what;
     if (c->cancelled || !c->added)
         return;
-    curl_turn(l);
     l->in_curl++;
-    curl_easy_pause(c->easy, CURLPAUSE_CONT);
+    rc = curl_easy_pause(c->easy, CURLPAUSE_CONT);
     l->in_curl--;
+    if (rc != CURLE_OK && !c->cancelled)
+        finish_call(c, rc);
     check_multi_info(l);
 }
 

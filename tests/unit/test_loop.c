@@ -271,6 +271,20 @@ on_request(struct evhttp_request *req, void *arg)
         struct pend *p = pend_new(s, req);
 
         p->chunks_left = -1;
+    } else if (strcmp(path, "/pair") == 0) {
+        /* Two chunks at once, then nothing: a stream gone quiet with its
+         * last pieces in the socket. */
+        struct pend *p = pend_new(s, req);
+        struct evbuffer *b = evbuffer_new();
+        int i;
+
+        p->chunks_left = -1;
+        evhttp_send_reply_start(req, 200, "OK");
+        for (i = 0; i < 2; i++) {
+            evbuffer_add_printf(b, "piece%d\n", i);
+            evhttp_send_reply_chunk(req, b);
+        }
+        evbuffer_free(b);
     } else if (strcmp(path, "/big") == 0) {
         /* 512 KiB at once, byte i = i % 251: already in the socket
          * buffers when the client reads, as a big list answer is. */
@@ -763,6 +777,58 @@ t_yield_between_turns(void **state)
     run_big(f, 0, &y);
     assert_true(y.max_same_turn >= 2);
     fx_free(f);
+}
+
+/* Refuses the answer's second piece: with a 3 ms first piece, that one
+ * was kept by libcurl at a pause and comes from inside the next turn's
+ * curl_easy_pause. */
+static int
+refuse_second(const char *buf, size_t len, void *arg)
+{
+    struct yrec *y = arg;
+    uint64_t t0 = loop_now_ns();
+
+    (void)buf;
+    y->len += len;
+    if (++y->ndata >= 2)
+        return -1;
+    while (loop_now_ns() - t0 < 3000000u)
+        ;
+    return 0;
+}
+
+/* A yielding call whose consumer refuses the data handed over after a
+ * pause ends at once, with the consumer's error, and its consumer is
+ * handed nothing more. libcurl returns that error from curl_easy_pause
+ * and leaves the transfer paused: on an answer that goes on, its next
+ * piece reached the consumer that had refused; on a stream gone quiet
+ * (/pair), nothing woke it again, and a stream cut that way did not
+ * reconnect until an unrelated timeout. */
+static void
+refused_after_pause(const char *path)
+{
+    struct fx *f = fx_new();
+    char url[64];
+    struct loop_http_req req = {
+        .url = url, .unix_socket = f->s->sock, .yield = 1};
+    struct yrec y;
+
+    snprintf(url, sizeof(url), "http://localhost%s", path);
+    memset(&y, 0, sizeof(y));
+    y.l = f->l;
+    assert_non_null(loop_http(f->l, &req, NULL, refuse_second, yrec_done, &y));
+    TU_RUN_UNTIL(f->l, y.done, 3000);
+    assert_int_equal(y.error, HTTPC_ERR_ABORTED);
+    assert_int_equal(y.ndata, 2);
+    fx_free(f);
+}
+
+static void
+t_refused_after_pause_ends(void **state)
+{
+    (void)state;
+    refused_after_pause("/big");
+    refused_after_pause("/pair");
 }
 
 static void
@@ -1417,6 +1483,7 @@ main(void)
         cmocka_unit_test(t_post_body_and_headers),
         cmocka_unit_test(t_stream_in_order),
         cmocka_unit_test(t_yield_between_turns),
+        cmocka_unit_test(t_refused_after_pause_ends),
         cmocka_unit_test(t_max_body),
         cmocka_unit_test(t_default_max_body),
         cmocka_unit_test(t_timeout),
