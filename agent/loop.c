@@ -24,10 +24,14 @@
 #define DEFAULT_MAX_BODY (4u * 1024 * 1024)
 
 /*
- * What the data callbacks of one loop turn may take of a yielding call
- * (loop_http_req.yield) before it is paused until the next turn. libcurl
- * reads a socket up to a hundred times per action while data is waiting:
- * a 100,000-container list answer was parsed 1.6 MB, 36 ms, per turn.
+ * What the data callbacks of a yielding call (loop_http_req.yield) may
+ * take from the loop's entry to libcurl before it is paused until the
+ * next turn. libcurl reads a socket up to a hundred times per action
+ * while data is waiting: a 100,000-container list answer was parsed 1.6
+ * MB, 36 ms, per turn. A turn can enter libcurl twice for one call (its
+ * timer, then the socket's event); a slice per turn instead starved the
+ * calls late in a busy turn, or, told by libevent's coarse time of the
+ * turn, paused a stream again at each resume (docs/performance.md).
  */
 #define DATA_SLICE_NS 2000000u
 /* A stream's receive buffer (libcurl's default: 16 KiB). An events burst
@@ -60,10 +64,8 @@ struct loop_http_call {
     bool headers_done;
     bool too_large;
     bool aborted;
-    bool yield;              /* may be paused between turns (req->yield) */
-    struct event *resume;    /* the next turn's unpause, while paused */
-    struct timeval slice_tv; /* the turn of slice_ns (loop_new_turn) */
-    uint64_t slice_ns;       /* its first data callback in that turn */
+    bool yield;           /* may be paused between turns (req->yield) */
+    struct event *resume; /* the next turn's unpause, while paused */
     /* HTTP/2 on libcurl before 7.89 (h2_old_curl): */
     bool h2_fresh; /* prior knowledge, on a connection of its own */
     bool h2_reuse; /* plain HTTP/2, to ride on a kept connection */
@@ -91,6 +93,7 @@ struct loop {
     struct event *timer;    /* libcurl's timeout */
     struct event *deferred; /* queued adds and removals */
     int in_curl;            /* libcurl is on the stack */
+    uint64_t turn_ns;       /* when libcurl was last entered from the loop */
     struct loop_http_call *calls;
     size_t ncalls;
     /* Calls not yet handed to libcurl: streams first, then the rest in
@@ -188,6 +191,8 @@ socket_action(struct loop *l, curl_socket_t fd, int flags)
     int running = 0;
     CURLMcode rc;
 
+    if (l->in_curl == 0)
+        l->turn_ns = loop_now_ns();
     l->in_curl++;
     rc = curl_multi_socket_action(l->multi, fd, flags, &running);
     l->in_curl--;
@@ -803,24 +808,6 @@ header_cb(char *buf, size_t size, size_t nitems, void *ud)
     return n;
 }
 
-/*
- * Whether a yielding call may take more data this turn. Its slice begins
- * at its first data callback of the turn, whoever entered libcurl: a turn
- * can enter it several times (libcurl's timer, a socket's event, a paused
- * transfer's resume), and a slice for each entry let one call run two or
- * more in a turn (seen under valgrind: two 3 ms callbacks in one). Each
- * call has its own, so one that comes late in a busy turn is not starved.
- */
-static bool
-slice_left(struct loop_http_call *c)
-{
-    if (loop_new_turn(c->l, &c->slice_tv)) {
-        c->slice_ns = loop_now_ns();
-        return true;
-    }
-    return loop_now_ns() - c->slice_ns < DATA_SLICE_NS;
-}
-
 static size_t
 write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
 {
@@ -834,7 +821,8 @@ write_cb(char *ptr, size_t size, size_t nmemb, void *ud)
     if (c->cancelled)
         return 0;
     if (c->on_data != NULL) {
-        if (c->yield && c->l->in_curl && !slice_left(c) &&
+        if (c->yield && c->l->in_curl &&
+            loop_now_ns() - c->l->turn_ns >= DATA_SLICE_NS &&
             event_pending(c->resume, EV_TIMEOUT, NULL) == 0) {
             /* Not taken: libcurl keeps it and reads no more until the
              * next turn's on_resume. */
@@ -889,6 +877,7 @@ on_resume(evutil_socket_t fd, short what, void *arg)
     (void)what;
     if (c->cancelled || !c->added)
         return;
+    l->turn_ns = loop_now_ns();
     l->in_curl++;
     rc = curl_easy_pause(c->easy, CURLPAUSE_CONT);
     l->in_curl--;
