@@ -726,12 +726,21 @@ busy_ns(void)
     return ns;
 }
 
+/* Holds the loop for `ns`, as parsing a piece of a big answer does. */
+static void
+spin_ns(uint64_t ns)
+{
+    uint64_t t0 = loop_now_ns();
+
+    while (loop_now_ns() - t0 < ns)
+        ;
+}
+
 /* Checks every byte, and takes busy_ns() per call. */
 static int
 yrec_data(const char *buf, size_t len, void *arg)
 {
     struct yrec *y = arg;
-    uint64_t t0 = loop_now_ns(), busy = busy_ns();
     size_t i;
 
     for (i = 0; i < len; i++)
@@ -745,8 +754,7 @@ yrec_data(const char *buf, size_t len, void *arg)
     y->ndata++;
     if (y->same_turn > y->max_same_turn)
         y->max_same_turn = y->same_turn;
-    while (loop_now_ns() - t0 < busy)
-        ;
+    spin_ns(busy_ns());
     return 0;
 }
 
@@ -811,14 +819,12 @@ static int
 refuse_second(const char *buf, size_t len, void *arg)
 {
     struct yrec *y = arg;
-    uint64_t t0 = loop_now_ns();
 
     (void)buf;
     y->len += len;
     if (++y->ndata >= 2)
         return -1;
-    while (loop_now_ns() - t0 < 3000000u)
-        ;
+    spin_ns(3000000u);
     return 0;
 }
 
