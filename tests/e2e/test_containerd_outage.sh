@@ -14,6 +14,9 @@
 # 404): only the outage it saw during the cleanup says that the engine's
 # Containers.Delete may have failed. reapd must make sure the task AND the
 # containerd container are gone before it reports.
+# The leak is seen before reapd may act (inside the policy's delay), and
+# an unmanaged twin B, removed by hand, shows that the engine's own
+# removal leaves it: what is gone of A after the report, reapd removed.
 # Usage: bash tests/e2e/test_containerd_outage.sh /path/to/reapd
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -54,42 +57,93 @@ reapd_start "$REAPD_BIN" "$(jq -n --arg s "$(ctr_sock)" '{
               action: "remove", delay_ms: 25000}]}')"
 
 a=$(run_ctr --runtime slowrunc --label reapd.managed=true "$IMAGE" sh -c 'exit 3')
-log "A ${a:0:12} (runc delete takes 5 s)"
+b=$(run_ctr --runtime slowrunc "$IMAGE" sh -c 'exit 4')
+log "A ${a:0:12}, unmanaged B ${b:0:12} (runc delete takes 5 s)"
+# deleting [N]: at least N `runc delete`s of slowrunc under way (one grep
+# over /proc: a process per pid, as pids_matching does, takes seconds on
+# a busy machine and missed the overlap of the two).
 deleting() {
-  local p
-  for p in $(pids_matching "$D/slowrunc"); do
-    grep -qw delete "/proc/$p/cmdline" 2>/dev/null && return 0
-  done
-  return 1
+  local n
+  n=$(grep -las -- "$D/[s]lowrunc" /proc/[0-9]*/cmdline |
+    xargs -r grep -lasw delete | wc -l) || true
+  [ "${n:-0}" -ge "${1:-1}" ]
 }
-wait_until 20 "runc delete of A under way" deleting
+wait_until 20 "runc delete of A and B under way" deleting 2
 sleep 1
 cpid=$(_containerd_pid)
 [ -n "$cpid" ] || fail "no containerd pid"
 touch "$D/bin/containerd.hold"
 kill -KILL "$cpid"
-log "containerd $cpid killed amid the engine's task deletion; held down"
-wait_until 30 "dockerd's cleanup refused by the missing containerd" \
-  grep -q "failed to delete container from containerd" "$D/dockerd.log"
-# Held until the shim's runc delete is over: the containerd that starts
-# then finds the task gone from its shim and drops it by itself.
-notdeleting() { ! deleting; }
-wait_until 30 "runc delete of A over" notdeleting
+log "containerd $cpid killed amid the engine's task deletions; held down"
+refused() {
+  [ "$(grep -c "failed to delete container from containerd" "$D/dockerd.log")" -ge 2 ]
+}
+wait_until 30 "dockerd's cleanups of A and B refused by the missing containerd" refused
+# Held until the shims' runc deletes are over: the containerd that starts
+# then finds the tasks gone from their shims and drops them by itself.
+notdeleting() { ! deleting 1; }
+wait_until 30 "runc delete of A and B over" notdeleting
 sleep 1
+# The containerd that starts cleans up the shims it lost with a `runc
+# delete` of its own: no longer slow (each took 10 s on 28.5, and the
+# policy's delay must outlast the restart).
+slowrunc_delay 0
 rm -f "$D/bin/containerd.hold"
 ctrd_up() { "$CTR" -a "$(ctr_sock)" version >/dev/null 2>&1; }
 wait_until 60 "containerd back" ctrd_up
 log "containerd back"
 
+# What the engine left, seen while the policy's delay still holds reapd
+# back: A exited and unreported, its containerd container there; 20.10
+# keeps the stopped task too, 26.1 and 28.5 none (docs/testing.md).
+engine_done() {
+  [ "$(dk inspect -f '{{.State.Status}}' "$1")" = exited ]
+}
+wait_until 30 "the engine to say A exited" engine_done "$a"
+wait_until 30 "the engine to say B exited" engine_done "$b"
+tasks=$(ctr_tasks 2>&1) || fail "ctr task ls failed: $tasks"
+ctrs=$(ctr_containers 2>&1) || fail "ctr containers ls failed: $ctrs"
+for x in "$a" "$b"; do
+  grep -qx "$x" <<<"$ctrs" ||
+    fail "the engine left no containerd container for ${x:0:12}: the leak did not happen"
+  if engine_before 24; then
+    grep -q "^$x .*STOPPED" <<<"$tasks" ||
+      fail "20.10 left no stopped task for ${x:0:12}: $tasks"
+  else
+    ! grep -q "^$x" <<<"$tasks" ||
+      fail "$ENGINE_VERSION left a task for ${x:0:12}: $(grep "^$x" <<<"$tasks")"
+  fi
+done
+# Seen before reapd acted: A still there, unreported.
+assert_present "$a"
+assert_no_report "$a"
+log "leak seen before reapd's removal: containerd containers of A and B$(engine_before 24 && echo ', their stopped tasks')"
+
+# The engine's own removal does not delete the containerd container: B,
+# which reapd leaves alone, removed by hand, keeps it.
+dk rm "$b" >/dev/null
+assert_gone "$b"
+ctrs=$(ctr_containers 2>&1) || fail "ctr containers ls failed: $ctrs"
+grep -qx "$b" <<<"$ctrs" ||
+  fail "docker rm deleted B's containerd container: the engine cleans it up itself"
+
 line=$(wait_report "$a" 120)
 log "A reported: $line"
 assert_report_basic "$line" "$a"
+assert_json "$line" '.exit_code == 3 and .exit_code_source == "containerd"' \
+  "A's true exit code, from containerd"
 assert_json "$line" '.removed == true and .task_deleted == true' "removed and task deleted"
-# Nothing of A is left: no task, no containerd container, no shim.
+assert_json "$line" '.removed_by == "reapd" and .delete_attempts == 1' "removed by reapd"
+# Nothing of A is left: no task, no containerd container, no shim; reapd
+# said it deleted the containerd container (B shows the engine would not).
 assert_gone "$a"
 assert_no_task "$a" 5
-grep -q "containerd container" "$D/reapd.log" ||
-  fail "reapd did not say it made sure of A's containerd container"
+# reapd's Containers.Delete answered: its lifecycle left task_reaping.
+jq -e -R -s --arg id "$a" '[split("\n")[] | fromjson? | objects
+  | select(.container == $id and .msg == "transition" and .from == "task_reaping")]
+  | length == 1' "$D/reapd.log" >/dev/null ||
+  fail "reapd did not delete A's containerd container (no step out of task_reaping)"
 assert_eq 1 "$(report_count "$a")" "number of reports for A"
+assert_no_report "$b"
 
 e2e_pass
