@@ -185,14 +185,18 @@ wait_pid_gone() {
   done
 }
 
-# pids_matching STRING: pids whose command line contains STRING (our own
-# shell and its subshells excluded).
+# pids_matching STRING: pids whose command line (its arguments joined by
+# spaces, one after the last) contains STRING (our own shell and its
+# subshells excluded). Read with builtins: a process per pid took seconds
+# on a busy machine, and a process seen that late can be gone.
 pids_matching() {
-  local needle=$1 p cmd
+  local needle=$1 p cmd args IFS=" "
   for p in /proc/[0-9]*; do
     p=${p#/proc/}
     if [ "$p" = "$$" ] || [ "$p" = "$BASHPID" ]; then continue; fi
-    { cmd=$(tr '\0' ' ' <"/proc/$p/cmdline"); } 2>/dev/null || continue
+    { mapfile -d '' -t args <"/proc/$p/cmdline"; } 2>/dev/null || continue
+    [ "${#args[@]}" -gt 0 ] || continue
+    cmd="${args[*]} "
     case $cmd in *"$needle"*) echo "$p" ;; esac
   done
 }
