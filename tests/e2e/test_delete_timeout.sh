@@ -8,6 +8,10 @@
 # and the shim process.
 # reapd must report 7 (from containerd's TaskExit), flag the bogus 255,
 # finish the deletion the engine gave up on, and only then report.
+# The leak is seen first: A's policy holds reapd's removal a few seconds
+# after the engine gave up, while the task, its containerd container and
+# its shim are still there; an unmanaged twin B, removed by hand, keeps
+# them after the engine's own removal. So what is gone of A, reapd reaped.
 # Usage: bash tests/e2e/test_delete_timeout.sh /path/to/reapd
 # shellcheck disable=SC2016  # jq programs: $names are jq variables
 set -euo pipefail
@@ -18,7 +22,13 @@ e2e_begin "$@"
 engine_start
 image_build
 slowrunc_delay 40
-reapd_start "$REAPD_BIN" "{\"containerd\": {\"socket\": \"$(ctr_sock)\"}}"
+HOLD_MS=8000
+reapd_start "$REAPD_BIN" "$(jq -n --arg s "$(ctr_sock)" --argjson h "$HOLD_MS" '{
+  containerd: {socket: $s},
+  policies: [
+    {name: "held", match: {labels: {"reapd.managed": "true", "e2e.held": "true"}},
+     action: "remove", delay_ms: $h},
+    {name: "managed", match: {labels: {"reapd.managed": "true"}}, action: "remove"}]}')"
 grep -q "mode: containerd channel on" "$D/reapd.log" ||
   fail "reapd did not say it runs with the containerd channel"
 
@@ -40,12 +50,45 @@ grep -q '"level":"warn"' "$D/reapd.log" &&
   fail "warnings during ordinary exits: $(grep '"level":"warn"' "$D/reapd.log" | head -3)"
 
 t0=$(now_ms)
-a=$(run_ctr --runtime slowrunc --label reapd.managed=true "$IMAGE" sh -c 'exit 7')
-log "A ${a:0:12} (runc delete takes 40 s)"
+a=$(run_ctr --runtime slowrunc --label reapd.managed=true --label e2e.held=true \
+  "$IMAGE" sh -c 'exit 7')
+b=$(run_ctr --runtime slowrunc "$IMAGE" sh -c 'exit 8')
+log "A ${a:0:12}, unmanaged B ${b:0:12} (runc delete takes 40 s)"
+
+# reapd_state ID: reapd's state of ID (GET .../report: 202 while it has
+# not reported).
+reapd_state() {
+  curl -s -m 5 "$REAPD_URL/v1/containers/$1/report" | jq -r '.state // "reported"'
+}
+held() { [ "$(reapd_state "$a")" = delaying ]; }
+# engine_exited ID: the engine's list (which no deletion blocks, unlike
+# inspect) says exited.
+engine_exited() {
+  curl -s -m 5 --unix-socket "$D/docker.sock" \
+    "http://d/containers/json?all=1&filters=$(jq -rn --arg id "$1" '{id: [$id]} | tojson | @uri')" |
+    jq -e '.[0].State == "exited"' >/dev/null
+}
+# The engine gave up on A's task (the die came after its 30 s timeout):
+# reapd now waits out the policy's delay before it removes A. Meanwhile
+# the task, the containerd container and the shim are all still there.
+wait_until 60 "reapd to hold A (exit settled, the policy's delay)" held
+engine_exited "$a" || fail "reapd holds A, but the engine does not say it exited"
+assert_leaked "$a"
+assert_no_report "$a"
+held || fail "A left reapd's delay before the leak was seen: HOLD_MS too short here"
+log "A held by reapd $(($(now_ms) - t0)) ms in: its task, containerd container and shim left"
+# The engine's own removal leaves them: B, which reapd leaves alone.
+wait_until 30 "the engine to say B exited" engine_exited "$b"
+dk rm "$b" >/dev/null
+assert_gone "$b"
+assert_leaked "$b"
+log "B removed by hand: its task, containerd container and shim left"
 
 line=$(wait_report "$a" 200)
 log "A reported after $(($(now_ms) - t0)) ms: $line"
-assert_report_basic "$line" "$a"
+assert_json "$line" --arg id "$a" '.container_id == $id and .node == "e2e"' "A's report"
+assert_json "$line" '.policy == "held" and .removed_by == "reapd" and .delete_attempts == 1' \
+  "A removed by reapd under its policy"
 assert_json "$line" '.exit_code == 7' "true exit code"
 assert_json "$line" '.exit_code_source == "containerd"' "exit code from containerd"
 if engine_before 24; then
@@ -60,12 +103,14 @@ fi
 assert_json "$line" '.anomalies | index("task_delete_timeout") != null' "leak flagged"
 assert_json "$line" '.anomalies | index("task_reaped") != null' "leak reaped"
 assert_json "$line" '.removed == true and .task_deleted == true' "removed and task deleted"
-assert_json "$line" '.cleanup_ms >= 30000' "cleanup_ms covers the engine's 30 s"
+assert_json "$line" --argjson h "$HOLD_MS" '.cleanup_ms >= 30000 + $h' \
+  "cleanup_ms covers the engine's 30 s and the policy's delay"
 
 # After the report: nothing of A is left anywhere.
 assert_gone "$a"
 assert_no_task "$a" 5
 assert_eq 1 "$(report_count "$a")" "number of reports for A"
+assert_no_report "$b"
 
 # The status endpoint saw it too.
 metrics=$(curl -s "$REAPD_URL/metrics")
