@@ -36,9 +36,14 @@ image_build
 reapd_start "$REAPD_BIN"
 
 c=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'sleep 3; exit 9')
+# U, unmanaged, exits in the same outage: the restarted engine keeps it,
+# so C's removal is reapd's.
+u=$(run_ctr "$IMAGE" sh -c 'sleep 3; exit 9')
 cpid=$(dk inspect -f '{{.State.Pid}}' "$c")
 [ "$cpid" -gt 0 ] || fail "container C is not running (pid '$cpid')"
-log "C ${c:0:12} runs as pid $cpid"
+upid=$(dk inspect -f '{{.State.Pid}}' "$u")
+[ "$upid" -gt 0 ] || fail "container U is not running (pid '$upid')"
+log "C ${c:0:12} runs as pid $cpid, U ${u:0:12} as $upid"
 
 engine_kill9
 # reapd notices the lost event stream.
@@ -46,7 +51,8 @@ wait_until 15 "reapd /readyz to leave 200 while the engine is down" reapd_not_re
 log "reapd /readyz: $(readyz_code) while the engine is down"
 # C exits (its shim lives on) while the engine is down.
 wait_until 15 "C's process to exit" pid_gone "$cpid"
-log "C exited while the engine was down"
+wait_until 15 "U's process to exit" pid_gone "$upid"
+log "C and U exited while the engine was down"
 pid_alive "$REAPD_PID" || fail "reapd died while the engine was down"
 
 engine_restart
@@ -62,14 +68,17 @@ assert_json "$line_c" '(.exit_code | type) == "number"' "C exit_code is an integ
 # 20.10's containerd 1.6 finds the shim and the true code; containerd 1.7
 # and 2.x kill the orphaned shim and say 255 (docs/engines.md). Either way
 # reapd says that the engine was down when it exited.
-if engine_before 24; then
-  assert_json "$line_c" '.exit_code == 9' "C exit_code (engine after restore: exited 9)"
-else
-  assert_json "$line_c" '.exit_code == 255' "C exit_code (engine after restore: 255, the true 9 lost)"
-fi
+restored=255
+engine_before 24 && restored=9
+assert_json "$line_c" --argjson c "$restored" '.exit_code == $c' \
+  "C exit_code (engine after restore: $restored)"
 assert_json "$line_c" '.exit_code_source == "inspect"' "C exit code from inspect"
+assert_json "$line_c" '.removed_by == "reapd" and .delete_attempts == 1' "C removed by reapd"
 assert_exited_while_down "$line_c" C
 assert_gone "$c"
+assert_eq "exited $restored" "$(dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$u")" \
+  "U, unmanaged, after the restart"
+assert_no_report "$u"
 
 # Proof of reconnection: a container started after the restart.
 d=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'exit 4')
@@ -79,6 +88,7 @@ assert_report_basic "$line_d" "$d"
 assert_json "$line_d" '.exit_code == 4' "D exit_code"
 assert_json "$line_d" '.engine_exit_code == 4' "D engine_exit_code"
 assert_json "$line_d" '.anomalies == []' "D: an ordinary exit after the outage"
+assert_json "$line_d" '.removed_by == "reapd" and .delete_attempts == 1' "D removed by reapd"
 assert_gone "$d"
 assert_no_task "$c" 5
 assert_no_task "$d" 5

@@ -43,6 +43,9 @@ assert_no_report "$a"
 assert_report_basic "$line_b" "$b"
 assert_json "$line_b" '.exit_code == 5' "B exit_code"
 assert_json "$line_b" '.removed_by == "reapd" and .delete_attempts == 1' "B removed by reapd"
+# reapd's DELETEs of A (held) and B went through the proxy: B's removal
+# is reapd's, not the engine's.
+assert_eq 2 "$(proxy_get .counters.requests.delete)" "DELETEs through the proxy when B is reported"
 assert_gone "$b"
 assert_no_task "$b" 5
 
@@ -60,6 +63,7 @@ assert_gone "$a"
 assert_no_task "$a" 5
 assert_eq 1 "$(report_count "$a")" "number of reports for A"
 assert_eq 1 "$(report_count "$b")" "number of reports for B"
+assert_eq 2 "$(proxy_get .counters.requests.delete)" "DELETEs through the proxy"
 proxy_stop
 
 e2e_pass
