@@ -42,6 +42,9 @@ start_all() {
     printf '%s %s\n' "$id" "$code" >>"$D/crash.started"
   done
 }
+# V, unmanaged, exits amid the churn: the engine keeps it, so what is
+# gone of the others, reapd removed.
+v=$(run_ctr "$IMAGE" sh -c 'sleep 2; exit 5')
 : >"$D/crash.started"
 start_all &
 starter=$!
@@ -112,6 +115,9 @@ for id in "${ids[@]}"; do
   assert_gone "$id"
   assert_no_task "$id" 30
 done
+assert_eq "exited 5" "$(dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$v")" \
+  "V, unmanaged, after the churn"
+assert_no_report "$v"
 # A kill may repeat the report being made (its line written, the record
 # not yet forgotten): at most one line per kill.
 [ "$dups" -le "$kills" ] || fail "$dups duplicate report lines for $kills kills"

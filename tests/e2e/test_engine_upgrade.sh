@@ -66,11 +66,19 @@ grep -qF "docker: engine $v1 (API $api1; reapd uses $api1), containerd $ctrd1," 
 
 # And works on it: the image survived the upgrade; a new exit is reported
 # truly, A is not reported again.
+# U, unmanaged, exits first: the new engine keeps it, so B's removal is
+# reapd's.
+u=$(run_ctr "$IMAGE" sh -c 'exit 6')
+assert_eq 6 "$(dk wait "$u")" "U's exit code (docker wait)"
 b=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'exit 5')
 line=$(wait_report "$b" 30)
 assert_json "$line" '.exit_code == 5 and .engine_exit_code == 5' "B on $to"
 assert_json "$line" '.anomalies == []' "B: an ordinary exit"
+assert_json "$line" '.removed_by == "reapd" and .delete_attempts == 1' "B removed by reapd"
 assert_gone "$b"
+assert_eq "exited 6" "$(dk inspect -f '{{.State.Status}} {{.State.ExitCode}}' "$u")" \
+  "U, unmanaged, after B's report"
+assert_no_report "$u"
 assert_no_task "$b" 5
 assert_eq 1 "$(report_count "$a")" "reports of A"
 assert_eq 1 "$(report_count "$b")" "reports of B"

@@ -150,6 +150,10 @@ assert_gone "$f"
 for id in "$a" "$b" "$c" "$d" "$e" "$f"; do
   assert_eq 1 "$(report_count "$id")" "report lines for ${id:0:12}"
 done
+# Every DELETE the reports count went through the proxy, and no other:
+# the removals are reapd's.
+assert_eq "$(jq -s 'map(.delete_attempts) | add' "$(REPORTS)")" \
+  "$(proxy_get .counters.requests.delete)" "DELETEs through the proxy (the reports' delete_attempts)"
 log "proxy counters: $(proxy_get .counters | jq -c .)"
 reapd_stop
 proxy_stop
