@@ -35,14 +35,15 @@ engine_start
 image_build
 reapd_start "$REAPD_BIN"
 
-c=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'sleep 3; exit 9')
 # U, unmanaged, exits in the same outage: the restarted engine keeps it,
-# so C's removal is reapd's.
-u=$(run_ctr "$IMAGE" sh -c 'sleep 3; exit 9')
-cpid=$(dk inspect -f '{{.State.Pid}}' "$c")
-[ "$cpid" -gt 0 ] || fail "container C is not running (pid '$cpid')"
+# so C's removal is reapd's. Started first, and slower, so that C's 3 s
+# still cover the kill.
+u=$(run_ctr "$IMAGE" sh -c 'sleep 5; exit 9')
 upid=$(dk inspect -f '{{.State.Pid}}' "$u")
 [ "$upid" -gt 0 ] || fail "container U is not running (pid '$upid')"
+c=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'sleep 3; exit 9')
+cpid=$(dk inspect -f '{{.State.Pid}}' "$c")
+[ "$cpid" -gt 0 ] || fail "container C is not running (pid '$cpid')"
 log "C ${c:0:12} runs as pid $cpid, U ${u:0:12} as $upid"
 
 engine_kill9
