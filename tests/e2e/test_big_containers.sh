@@ -260,6 +260,7 @@ esac
 assert_eq "created 128" "$(engine_state "$env16m")" "16 MiB environment: engine state"
 
 # ---- every managed exit reported once, with its true code ---------------
+# shellcheck disable=SC2317  # called through wait_until
 all_reported() {
   local n
   n=$(jq -R -r 'fromjson? | .container_id' "$(REPORTS)" 2>/dev/null | sort -u |
@@ -296,7 +297,7 @@ for id in "${!code[@]}"; do
       kept: (${want[$id]})
     } | to_entries[] | select(.value != true) | .key" <<<"$l") ||
     fail "${id:0:12}: jq failed on its report: ${l:0:300}"
-  [ -z "$bad" ] || fail "$(jq -r '.name[:40]' <<<"$l"): $(echo $bad) not as expected: ${l:0:600}"
+  [ -z "$bad" ] || fail "$(jq -r '.name[:40]' <<<"$l"): ${bad//$'\n'/ } not as expected: ${l:0:600}"
 done
 log "${#code[@]} reports as expected; the longest line $(for id in "${!code[@]}"; do
   l=${line[$id]}; echo "${#l}"; done | sort -n | tail -n 1) bytes (bound $LINE_MAX)"

@@ -62,6 +62,7 @@ log "A ${a:0:12}, unmanaged B ${b:0:12} (runc delete takes 5 s)"
 # deleting [N]: at least N `runc delete`s of slowrunc under way (one grep
 # over /proc: a process per pid, as pids_matching does, takes seconds on
 # a busy machine and missed the overlap of the two).
+# shellcheck disable=SC2317  # called through wait_until
 deleting() {
   local n
   n=$(grep -las -- "$D/[s]lowrunc" /proc/[0-9]*/cmdline |
@@ -75,12 +76,14 @@ cpid=$(_containerd_pid)
 touch "$D/bin/containerd.hold"
 kill -KILL "$cpid"
 log "containerd $cpid killed amid the engine's task deletions; held down"
+# shellcheck disable=SC2317  # called through wait_until
 refused() {
   [ "$(grep -c "failed to delete container from containerd" "$D/dockerd.log")" -ge 2 ]
 }
 wait_until 30 "dockerd's cleanups of A and B refused by the missing containerd" refused
 # Held until the shims' runc deletes are over: the containerd that starts
 # then finds the tasks gone from their shims and drops them by itself.
+# shellcheck disable=SC2317  # called through wait_until
 notdeleting() { ! deleting 1; }
 wait_until 30 "runc delete of A and B over" notdeleting
 sleep 1
@@ -89,6 +92,7 @@ sleep 1
 # policy's delay must outlast the restart).
 slowrunc_delay 0
 rm -f "$D/bin/containerd.hold"
+# shellcheck disable=SC2317  # called through wait_until
 ctrd_up() { "$CTR" -a "$(ctr_sock)" version >/dev/null 2>&1; }
 wait_until 60 "containerd back" ctrd_up
 log "containerd back"
@@ -96,6 +100,7 @@ log "containerd back"
 # What the engine left, seen while the policy's delay still holds reapd
 # back: A exited and unreported, its containerd container there; 20.10
 # keeps the stopped task too, 26.1 and 28.5 none (docs/testing.md).
+# shellcheck disable=SC2317  # called through wait_until
 engine_done() {
   [ "$(dk inspect -f '{{.State.Status}}' "$1")" = exited ]
 }

@@ -63,8 +63,9 @@ out=$(curl -s -m 10 -o "$D/running.json" -w '%{http_code} %{time_total}' \
   "$REAPD_URL/v1/containers/$id/report?wait=1")
 assert_eq 202 "${out%% *}" "wait=1 on a running container"
 held=$(awk -v t="${out#* }" 'BEGIN {printf "%d", t * 1000}')
-[ "$held" -ge 900 ] && [ "$held" -lt 2000 ] ||
+if [ "$held" -lt 900 ] || [ "$held" -ge 2000 ]; then
   fail "wait=1 answered 202 after $held ms, want 900 to 2000"
+fi
 assert_json "$(cat "$D/running.json")" --arg id "$id" '.container_id == $id and .state == "running"' \
   "202 names the container and its state"
 rc=0
@@ -102,8 +103,9 @@ assert_eq 125 "$rc" "reapctl wait on an unknown container"
 # An executor's wait may race its docker run: the 404s are asked again
 # until the timeout (3 s, under the 5 s grace), then 125.
 t=$(($(now_ms) - t0))
-[ "$t" -ge 2900 ] && [ "$t" -lt 5000 ] ||
+if [ "$t" -lt 2900 ] || [ "$t" -ge 5000 ]; then
   fail "reapctl wait --timeout 3 on an unknown container took $t ms, want 2900 to 5000"
+fi
 grep -q "unknown container $unknown" "$D/unknown.err" ||
   fail "reapctl wait on an unknown container: $(cat "$D/unknown.err")"
 
