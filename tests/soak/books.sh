@@ -15,7 +15,7 @@
 #                 rm -f of that container succeeded
 #   faults.tsv    kind, start, end, victim ("-" if none): every fault the
 #                 soak injected (dockerd_restarts: killed..up again;
-#                 containerd_kills: killed..its successor answers;
+#                 containerd_kills: killed..dockerd lists one again;
 #                 shim_kills: the victim's name; reapd_kills,
 #                 upstream_down, upstream_flaps, disk_full, sighup_*)
 #   drained       ids the drain killed (their exit is that kill's: 137)
