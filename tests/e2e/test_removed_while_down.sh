@@ -23,6 +23,7 @@ reapd_start "$REAPD_BIN"
 # tracked ID...: reapd has seen each of them running (and, a second
 # later, written its record: a running container's first record waits
 # for the lazy commit).
+# shellcheck disable=SC2317  # called through wait_until
 tracked() {
   local id
   for id in "$@"; do
@@ -32,6 +33,7 @@ tracked() {
 }
 
 # gone ID...: the engine no longer has any of them.
+# shellcheck disable=SC2317  # called through wait_until
 gone() {
   local all id
   all=$(dk ps -aq --no-trunc)
