@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Exits of containers removed while reapd is down keep their true code:
-# reapd is killed -9 with managed containers running; meanwhile some are
-# removed by someone else (docker rm -f: 137) and `--rm` ones exit with
-# their own code and are removed by the engine, after 150 other events. Only the engine's replay
-# of their die events still has those codes, and the relist that follows
-# a subscription must not take them for gone unseen before the replay is
-# read. Then the one case where the code is truly lost: a die pushed out
-# of the engine's buffer (256 events) before reapd is back, reported
-# unknown, the cut replay logged.
+# reapd is killed -9 with managed containers running; meanwhile, after
+# 150 other events, some are removed by someone else (docker rm -f: 137)
+# and `--rm` ones exit with their own code and are removed by the engine.
+# Only the engine's replay of their die events still has those codes, and
+# the relist that follows a subscription must not take them for gone
+# unseen before the replay is read. Then the one case where the code is
+# truly lost: a die pushed out of the engine's buffer (256 events) before
+# reapd is back, reported unknown, the cut replay logged.
 # Usage: bash tests/e2e/test_removed_while_down.sh /path/to/reapd
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
