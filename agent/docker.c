@@ -57,6 +57,17 @@ struct docker {
     bool unreachable;
     bool after_outage; /* ... said of the subscription now open */
     bool feeding;      /* inside events_parser_feed */
+    /* The attempt's first request is the engine's replay of the events
+     * since the checkpoint, bounded (until=) so that its end says it is
+     * all read; the live stream follows (open_events). */
+    bool replaying;
+    bool announced;       /* on_subscribed said for this attempt */
+    uint64_t replay_objs; /* objects the replay held, of every type */
+    int64_t replay_since; /* the time it was asked from */
+    int64_t replay_first; /* the first one's time */
+    uint64_t replays_cut; /* replays that may have begun past the checkpoint */
+    bool replay_refused;  /* answered 4xx: not asked again */
+    void (*on_replayed)(void *arg);
     bool parser_dead;  /* free the parser once the feed returns */
     bool free_pending; /* docker_free ran from an event callback */
 };
@@ -1057,6 +1068,7 @@ docker_cancel(struct docker_req *r)
 static void
 docker_watch_retry(struct docker *d, const char *why)
 {
+    d->replaying = false;
     if (d->parser != NULL) {
         events_parser_free(d->parser);
         d->parser = NULL;
@@ -1093,11 +1105,16 @@ on_events_headers(long status, void *arg)
 
     if (status != 200)
         return; /* on_done reports it */
-    d->after_outage = stream_was_open(d->st) && d->unreachable;
-    d->unreachable = false;
-    stream_opened(d->st);
-    if (d->cbs.on_subscribed != NULL)
-        d->cbs.on_subscribed(d->cbs_arg);
+    if (!d->announced) {
+        d->announced = true;
+        d->after_outage = stream_was_open(d->st) && d->unreachable;
+        d->unreachable = false;
+        stream_opened(d->st);
+        if (d->cbs.on_subscribed != NULL)
+            d->cbs.on_subscribed(d->cbs_arg);
+    }
+    if (!d->replaying && d->on_replayed != NULL)
+        d->on_replayed(d->cbs_arg);
 }
 
 /* Events the parser stepped over: counted, and one line about them at
@@ -1161,6 +1178,9 @@ on_events_data(const char *buf, size_t len, void *arg)
     return 0;
 }
 
+static void open_events(struct docker *d);
+static void replay_read(struct docker *d);
+
 static void
 on_events_done(const struct loop_http_resp *res, void *arg)
 {
@@ -1168,6 +1188,26 @@ on_events_done(const struct loop_http_resp *res, void *arg)
     char why[300];
 
     d->wcall = NULL;
+    if (d->replaying && res->error == HTTPC_OK && res->status == 200 &&
+        d->parser != NULL && events_parser_pending(d->parser) == 0) {
+        replay_read(d);
+        return;
+    }
+    if (d->replaying && res->error == HTTPC_OK && res->status >= 400 &&
+        res->status < 500) {
+        /* Something in front of the engine refuses the bounded replay:
+         * the live stream's own replays it, as before, unbounded. */
+        log_warn(NULL,
+                 "events: the replay with until= refused (HTTP %ld); "
+                 "resuming without it",
+                 res->status);
+        d->replay_refused = true;
+        d->replaying = false;
+        events_parser_free(d->parser);
+        d->parser = NULL;
+        open_events(d);
+        return;
+    }
     if (d->parser != NULL && events_parser_pending(d->parser) > 0 &&
         res->error != HTTPC_ERR_ABORTED)
         snprintf(why, sizeof(why),
@@ -1186,13 +1226,77 @@ on_events_done(const struct loop_http_resp *res, void *arg)
     docker_watch_retry(d, why);
 }
 
+static int64_t
+wall_now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/*
+ * The replay is read whole: every event the engine still held since the
+ * checkpoint is in, the dies of containers removed meanwhile included.
+ * A replay that holds the engine's whole buffer, all of it past the
+ * checkpoint, may have begun later than asked: what came between was
+ * pushed out, and exits seen only there are lost.
+ */
+static void
+replay_read(struct docker *d)
+{
+    d->replay_first = events_parser_first_time(d->parser);
+    d->replay_objs = events_parser_count(d->parser) +
+                     events_parser_skipped(d->parser) +
+                     events_parser_rejected(d->parser);
+    note_rejections(d);
+    events_parser_free(d->parser);
+    d->parser = NULL;
+    d->replaying = false;
+    if (d->replay_objs >= DOCKER_ENGINE_EVENTS_KEPT &&
+        d->replay_first > d->replay_since) {
+        d->replays_cut++;
+        log_warn(NULL,
+                 "events: the engine's replay held its whole buffer (%llu "
+                 "events), the first %.3f s after the checkpoint: events "
+                 "in between are lost, and an exit seen only there is "
+                 "reported with its code unknown unless the container or "
+                 "its record still has it",
+                 (unsigned long long)d->replay_objs,
+                 (double)(d->replay_first - d->replay_since) / 1e9);
+    } else {
+        log_debug(NULL,
+                  "events: replay since the checkpoint read, %llu "
+                  "events",
+                  (unsigned long long)d->replay_objs);
+    }
+    open_events(d);
+}
+
 static void
 open_events(struct docker *d)
 {
     struct loop_http_req hr;
     char url[512];
     int n;
+    int64_t next = 0, until = 0;
 
+    if (d->checkpoint > 0) {
+        /* Resume just after the last event we saw (the engine's times
+         * are checked, but a checkpoint may come from disk). */
+        next = d->checkpoint < INT64_MAX ? d->checkpoint + 1 : d->checkpoint;
+        /* First the replay, bounded, so that its end says when every
+         * event it holds is read: the relist that follows a subscription
+         * takes a container it does not list for removed, and a die
+         * replayed after that came too late (the engine writes the
+         * replay only after the stream's headers). Not when the
+         * checkpoint is ahead of the clock: the engine refuses an until
+         * before since. */
+        if (!d->announced && !d->replay_refused) {
+            until = wall_now_ns();
+            d->replaying = until > next;
+        }
+    }
     d->parser = events_parser_new(NULL, on_watch_event, d);
     if (d->parser == NULL) {
         docker_watch_retry(d, "events: out of memory");
@@ -1200,21 +1304,25 @@ open_events(struct docker *d)
     }
     events_parser_set_labels(d->parser, d->wanted, d->wanted_arg);
     d->parser_rejected = 0;
-    /* filters={"type":["container"]} */
-    n = snprintf(url, sizeof(url),
-                 "http://docker/v%s/events?filters=%%7B%%22type%%22%%3A"
-                 "%%5B%%22container%%22%%5D%%7D",
-                 d->api);
-    if (d->checkpoint > 0) {
-        /* Resume just after the last event we saw (the engine's times
-         * are checked, but a checkpoint may come from disk). */
-        int64_t next =
-            d->checkpoint < INT64_MAX ? d->checkpoint + 1 : d->checkpoint;
-
+    if (d->replaying) {
+        /* Every type: the count tells whether the engine's buffer was
+         * full (it keeps the last events of every type together). */
+        n = snprintf(url, sizeof(url),
+                     "http://docker/v%s/events?until=%lld.%09lld", d->api,
+                     (long long)(until / 1000000000),
+                     (long long)(until % 1000000000));
+        d->replay_since = next;
+    } else {
+        /* filters={"type":["container"]} */
+        n = snprintf(url, sizeof(url),
+                     "http://docker/v%s/events?filters=%%7B%%22type%%22%%3A"
+                     "%%5B%%22container%%22%%5D%%7D",
+                     d->api);
+    }
+    if (next > 0)
         snprintf(url + n, sizeof(url) - (size_t)n, "&since=%lld.%09lld",
                  (long long)(next / 1000000000),
                  (long long)(next % 1000000000));
-    }
     memset(&hr, 0, sizeof(hr));
     hr.url = url;
     hr.unix_socket = d->socket;
@@ -1222,7 +1330,8 @@ open_events(struct docker *d)
     hr.max_body = ERR_MAX_BODY; /* only error answers are buffered */
     hr.stream = 1;
     hr.yield = 1; /* a burst after a reconnection replays thousands */
-    stream_connecting(d->st);
+    if (!d->announced)
+        stream_connecting(d->st); /* else open since the replay's headers */
     d->wcall = loop_http(d->l, &hr, on_events_headers, on_events_data,
                          on_events_done, d);
     if (d->wcall == NULL)
@@ -1270,6 +1379,8 @@ docker_watch_connect(void *arg)
     struct docker *d = arg;
     struct loop_http_req hr;
 
+    d->announced = false;
+    d->replaying = false;
     memset(&hr, 0, sizeof(hr));
     hr.url = "http://docker/version";
     hr.unix_socket = d->socket;
@@ -1318,6 +1429,18 @@ bool
 docker_watch_connected(const struct docker *d)
 {
     return stream_is_open(d->st);
+}
+
+void
+docker_watch_on_replayed(struct docker *d, void (*cb)(void *arg))
+{
+    d->on_replayed = cb;
+}
+
+uint64_t
+docker_watch_replays_cut(const struct docker *d)
+{
+    return d->replays_cut;
 }
 
 int64_t

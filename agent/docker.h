@@ -13,7 +13,9 @@
  * last event's timeNano. Because the engine replays at most 256 buffered
  * events, and none across its own restart, every (re)subscription is
  * announced so the caller relists and reconciles; the subscription is
- * open before it is announced, so nothing falls between the two.
+ * open before it is announced, so nothing falls between the two. The
+ * replay is read first, bounded (until=), so that the relist never
+ * judges a container gone before its replayed die is in.
  */
 #ifndef REAPD_DOCKER_H
 #define REAPD_DOCKER_H
@@ -136,8 +138,13 @@ struct docker_req *docker_delete(struct docker *d, const char *id, bool force,
 /* No callback runs after this. NULL is fine. */
 void docker_cancel(struct docker_req *r);
 
+/* Events a Docker engine keeps for replays (moby's daemon/events: the
+ * last 256, of every type). */
+#define DOCKER_ENGINE_EVENTS_KEPT 256
+
 struct docker_watch_cbs {
-    /* The stream is open (again): relist and reconcile now. */
+    /* The engine answers (again): the replay of the events since the
+     * checkpoint follows, then on_replayed. */
     void (*on_subscribed)(void *arg);
     void (*on_event)(const struct docker_event *ev, void *arg);
     /* The stream is down; it will be retried after `retry_ms`. */
@@ -147,12 +154,19 @@ struct docker_watch_cbs {
     void (*on_gap)(void *arg);
 };
 
+/* Called, with the watch's `arg`, once every event the engine replayed
+ * is in (each die it still held) and the live stream is open: where to
+ * relist and reconcile. Set before docker_watch_start; NULL: none. */
+void docker_watch_on_replayed(struct docker *d, void (*cb)(void *arg));
 /* Starts the subscription (idempotent). `since_nano` 0: from now. */
 int docker_watch_start(struct docker *d, const struct docker_watch_cbs *cbs,
                        void *arg, int64_t since_nano);
 void docker_watch_stop(struct docker *d);
 bool docker_watch_connected(const struct docker *d);
 int64_t docker_watch_checkpoint(const struct docker *d);
+/* Replays that held the engine's whole buffer, all past the checkpoint:
+ * events in between may have been pushed out (logged). */
+uint64_t docker_watch_replays_cut(const struct docker *d);
 uint64_t docker_watch_reconnects(const struct docker *d);
 uint64_t docker_watch_events(const struct docker *d);
 /* The subscription now open follows one that was lost while the engine

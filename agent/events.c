@@ -54,6 +54,7 @@ struct events_parser {
     uint64_t skipped;
     uint64_t rejected;
     int64_t last_time;
+    int64_t first_time;
     size_t js_base; /* stream offset of the current json stream's start */
     size_t fed;     /* bytes of the stream so far */
     int resync;     /* discarding up to the end of a rejected line */
@@ -300,6 +301,8 @@ on_object(struct json_node *root, void *arg)
 
     memset(&ev, 0, sizeof ev);
     ev.time_nano = event_time(root);
+    if (p->first_time == 0)
+        p->first_time = ev.time_nano;
     if (ev.time_nano > p->last_time)
         p->last_time = ev.time_nano;
     type = plain_string(json_get(root, "Type"));
@@ -477,6 +480,12 @@ int64_t
 events_parser_last_time(const struct events_parser *p)
 {
     return p->last_time;
+}
+
+int64_t
+events_parser_first_time(const struct events_parser *p)
+{
+    return p->first_time;
 }
 
 const char *

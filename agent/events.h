@@ -110,6 +110,8 @@ const char *events_parser_last_rejection(const struct events_parser *p);
 /* The latest timeNano of any whole object, emitted or skipped (0: none),
  * so a checkpoint can move past events nobody acts on. */
 int64_t events_parser_last_time(const struct events_parser *p);
+/* The timeNano of the first whole object that had one (0: none). */
+int64_t events_parser_first_time(const struct events_parser *p);
 
 /* Bytes held for an incomplete object (a cut stream leaves these); 0
  * between objects and after an error. */

@@ -1406,10 +1406,26 @@ on_subscribed(void *arg)
             persist_flush_now(r);
         }
     }
-    evtimer_del(r->relist_timer);
     /* The engine answers now: records of the last run pick up where they
-     * stood, before the relist reconciles them. */
+     * stood, before the replay and the relist reconcile them. */
     persist_resume_loaded(r);
+}
+
+/*
+ * The engine's replay is read (docker.c reads it whole before the live
+ * stream opens): only now may the relist take a container it does not
+ * list for removed unseen. Sent with the subscription, its answer came
+ * before the replay's dies (the engine writes the replay after the
+ * stream's headers), and the exits of containers removed while reapd
+ * was down were reported unknown, their replayed dies then taken for
+ * exits already reported (t_relist_waits_for_replay).
+ */
+static void
+on_replayed(void *arg)
+{
+    struct reaper *r = arg;
+
+    evtimer_del(r->relist_timer);
     relist(r);
 }
 
@@ -1586,6 +1602,7 @@ reaper_start(struct reaper *r)
 
     if (r->ctrd != NULL && audit_start(r) != 0)
         return -1;
+    docker_watch_on_replayed(r->d, on_replayed);
     if (r->store != NULL) {
         int64_t since = 0;
 

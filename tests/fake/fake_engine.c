@@ -50,6 +50,11 @@ struct fake_engine {
     long long clock;
     struct evhttp_request *streams[MAX_STREAMS];
     struct evhttp_connection *sconn[MAX_STREAMS];
+    /* A stream's replay (since=), sent late under fake_engine_delay
+     * (FAKE_EVENTS): held streams get no live events before it. until
+     * (-1: none) ends the stream after the replay, as the engine does. */
+    int held[MAX_STREAMS];
+    long long since[MAX_STREAMS], until[MAX_STREAMS];
     /* Replies whose client left: ours to end (which frees them). */
     struct evhttp_request *dead[64];
     int ndead;
@@ -91,7 +96,7 @@ stream_send(struct fake_engine *fe, const char *bytes)
     int i;
 
     for (i = 0; i < MAX_STREAMS; i++) {
-        if (fe->streams[i] != NULL) {
+        if (fe->streams[i] != NULL && !fe->held[i]) {
             struct evbuffer *b = evbuffer_new();
 
             evbuffer_add(b, bytes, strlen(bytes));
@@ -312,10 +317,21 @@ fault(struct fake_engine *fe, struct evhttp_request *req, enum fake_op op)
     return 1;
 }
 
+static void replay_stream(struct fake_engine *fe, int slot);
+
 static void
 answer(struct fake_engine *fe, struct evhttp_request *req, enum fake_op op,
        const char *id)
 {
+    int i;
+
+    if (op == FAKE_EVENTS) {
+        /* Its headers went out when it came; gone meanwhile: nothing. */
+        for (i = 0; i < MAX_STREAMS; i++)
+            if (fe->streams[i] == req)
+                replay_stream(fe, i);
+        return;
+    }
     if (op == FAKE_LIST) {
         /* Its fault, if any, was answered when it came. */
         reply_list(fe, req, id[0] != '\0' ? id : NULL);
@@ -386,13 +402,50 @@ on_stream_close(struct evhttp_connection *conn, void *arg)
     }
 }
 
+/* The events of [since, until] on stream `slot`, then live ones, or its
+ * end when until was given. */
+static void
+replay_stream(struct fake_engine *fe, int slot)
+{
+    struct evhttp_request *req = fe->streams[slot];
+    int i;
+
+    fe->held[slot] = 0;
+    for (i = 0; i < fe->nev && fe->since[slot] >= 0; i++) {
+        if (fe->ev[i].nano >= fe->since[slot] &&
+            (fe->until[slot] < 0 || fe->ev[i].nano <= fe->until[slot])) {
+            struct evbuffer *b = evbuffer_new();
+
+            evbuffer_add(b, fe->ev[i].line, strlen(fe->ev[i].line));
+            evhttp_send_reply_chunk(req, b);
+            evbuffer_free(b);
+        }
+    }
+    if (fe->until[slot] >= 0) {
+        fe->streams[slot] = NULL;
+        evhttp_connection_set_closecb(fe->sconn[slot], NULL, NULL);
+        evhttp_send_reply_end(req);
+    }
+}
+
+static long long
+time_param(struct evkeyvalq *params, const char *name)
+{
+    const char *v = evhttp_find_header(params, name);
+    long long s = 0, ns = 0;
+
+    if (v == NULL)
+        return -1;
+    sscanf(v, "%lld.%lld", &s, &ns);
+    return s * 1000000000LL + ns;
+}
+
 static void
 open_stream(struct fake_engine *fe, struct evhttp_request *req)
 {
     const char *q = evhttp_uri_get_query(evhttp_request_get_evhttp_uri(req));
     struct evkeyvalq params;
-    const char *since;
-    long long since_nano = -1;
+    long long since_nano = -1, until_nano = -1;
     int i, slot = -1;
 
     for (i = 0; i < MAX_STREAMS; i++)
@@ -407,13 +460,8 @@ open_stream(struct fake_engine *fe, struct evhttp_request *req)
     params.tqh_first = NULL;
     params.tqh_last = &params.tqh_first;
     if (q != NULL && evhttp_parse_query_str(q, &params) == 0) {
-        since = evhttp_find_header(&params, "since");
-        if (since != NULL) {
-            long long s = 0, ns = 0;
-
-            sscanf(since, "%lld.%lld", &s, &ns);
-            since_nano = s * 1000000000LL + ns;
-        }
+        since_nano = time_param(&params, "since");
+        until_nano = time_param(&params, "until");
     }
     evhttp_clear_headers(&params);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
@@ -422,17 +470,26 @@ open_stream(struct fake_engine *fe, struct evhttp_request *req)
     fe->streams[slot] = req;
     fe->sconn[slot] = evhttp_request_get_connection(req);
     evhttp_connection_set_closecb(fe->sconn[slot], on_stream_close, fe);
-    if (since_nano >= 0) {
-        for (i = 0; i < fe->nev; i++) {
-            if (fe->ev[i].nano >= since_nano) {
-                struct evbuffer *b = evbuffer_new();
+    fe->since[slot] = since_nano;
+    fe->until[slot] = until_nano;
+    fe->held[slot] = 0;
+    if (since_nano >= 0 && fe->delay_ms[FAKE_EVENTS] > 0) {
+        /* The engine writes its replay only after the headers. */
+        struct pending *p = calloc(1, sizeof(*p));
+        struct timeval tv = {fe->delay_ms[FAKE_EVENTS] / 1000,
+                             (fe->delay_ms[FAKE_EVENTS] % 1000) * 1000};
 
-                evbuffer_add(b, fe->ev[i].line, strlen(fe->ev[i].line));
-                evhttp_send_reply_chunk(req, b);
-                evbuffer_free(b);
-            }
-        }
+        fe->held[slot] = 1;
+        p->fe = fe;
+        p->req = req;
+        p->op = FAKE_EVENTS;
+        p->timer = evtimer_new(fe->base, on_pending, p);
+        evtimer_add(p->timer, &tv);
+        p->next = fe->pendings;
+        fe->pendings = p;
+        return;
     }
+    replay_stream(fe, slot);
 }
 
 static void

@@ -64,7 +64,10 @@ void fake_engine_fail(struct fake_engine *fe, enum fake_op op, int status,
                       int count, const char *message);
 /* Every request of `op` (FAKE_INSPECT, FAKE_DELETE, FAKE_LIST) is
  * answered after `ms` (0 = at once). For
- * FAKE_INSPECT, only for container `id` when id is not NULL. */
+ * FAKE_INSPECT, only for container `id` when id is not NULL. For
+ * FAKE_EVENTS, a stream with since= gets its headers at once and its
+ * replay (events of since..until) after `ms`, as the engine writes it
+ * after the headers; until= ends the stream after its replay. */
 void fake_engine_delay(struct fake_engine *fe, enum fake_op op, int ms,
                        const char *id);
 

@@ -798,6 +798,77 @@ t_running_container_survives_kill(void **state)
     h_free(h);
 }
 
+/* A container seen running, then removed (`docker rm -f`) while reapd
+ * is down: the engine still holds its die, but writes its replay only
+ * after the stream's headers. The relist must wait for the replay: sent
+ * with the headers, it found the container gone first and reported its
+ * code unknown, the replayed die then dropped as an exit already
+ * reported. (Found by the chaos soak: `exit_code: null` after kill -9.) */
+static void
+t_relist_waits_for_replay(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st;
+    const struct json_node *rep;
+
+    (void)state;
+    st = h_store_start(h);
+    fake_engine_add(h->fe, A, "rm-f", MANAGED, NULL, 1);
+    tu_run_for(h->l, 200);
+    assert_true(has_record(st, A));
+
+    h_stop(h);
+    fake_engine_exit(h->fe, A, 137, 137);
+    fake_engine_remove(h->fe, A, 1);
+    fake_engine_delay(h->fe, FAKE_EVENTS, 300, NULL);
+    h_restart(h, st);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    tu_run_for(h->l, 400);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 137);
+    assert_int_equal(int_of(rep, "engine_exit_code"), 137);
+    assert_false(has_anomaly(rep, "exit_code_unknown"));
+    assert_true(is_true(rep, "removed"));
+    assert_int_equal(h->nreports, 1);
+    /* The bounded replay, then the live stream. */
+    assert_int_equal(fake_engine_count(h->fe, FAKE_EVENTS), 3);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
+/* An engine (or something in front of it) that refuses the bounded
+ * replay (until=): resumed without it, the live stream's since= replays
+ * as before, and the relist follows its headers. */
+static void
+t_replay_refused_resumes(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st;
+    const struct json_node *rep;
+
+    (void)state;
+    st = h_store_start(h);
+    fake_engine_add(h->fe, A, "rm-f", MANAGED, NULL, 1);
+    tu_run_for(h->l, 200);
+    assert_true(has_record(st, A));
+
+    h_stop(h);
+    fake_engine_exit(h->fe, A, 137, 137);
+    fake_engine_remove(h->fe, A, 1);
+    fake_engine_fail(h->fe, FAKE_EVENTS, 400, 1, "bad parameter until");
+    h_restart(h, st);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    tu_run_for(h->l, 300);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 137);
+    assert_int_equal(h->nreports, 1);
+    assert_true(reaper_ready(h->r, NULL));
+    /* The first run's, the refused replay, the live stream: no retry. */
+    assert_int_equal(fake_engine_count(h->fe, FAKE_EVENTS), 3);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* A container's events wait in memory while its labels are being listed;
  * reapd killed then must be sent them again after its restart: the
  * events checkpoint stays before them. Here the list answer is slow, the
@@ -2224,6 +2295,8 @@ main(void)
         cmocka_unit_test(t_journal_recovery),
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
+        cmocka_unit_test(t_relist_waits_for_replay),
+        cmocka_unit_test(t_replay_refused_resumes),
         cmocka_unit_test(t_checkpoint_held_while_discovering),
         cmocka_unit_test(t_events_checkpoint_stored),
         cmocka_unit_test(t_records_written_in_slices),
