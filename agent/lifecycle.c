@@ -879,6 +879,17 @@ lc_init(struct lc *c, const struct lc_params *p)
         c->anomalies |= LC_AN_METADATA_TRUNCATED;
 }
 
+uint32_t
+lc_note_cut(struct lc *c, bool labels, bool metadata)
+{
+    uint32_t add = (labels ? LC_AN_LABELS_TRUNCATED : 0) |
+                   (metadata ? LC_AN_METADATA_TRUNCATED : 0);
+
+    add &= ~c->anomalies;
+    c->anomalies |= add;
+    return add;
+}
+
 void
 lc_start_exited(struct lc *c, uint64_t now_ms, struct lc_result *res)
 {

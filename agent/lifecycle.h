@@ -248,6 +248,14 @@ struct lc_result {
 void lc_init(struct lc *c, const struct lc_params *p);
 
 /*
+ * The container's labels, or its name or image, were found cut after
+ * lc_init (its inspect or a rename brought longer ones than its event):
+ * the report says so. Returns the sticky anomalies that were not set
+ * before, so the caller counts each container once.
+ */
+uint32_t lc_note_cut(struct lc *c, bool labels, bool metadata);
+
+/*
  * A record for a container first seen already exited (a relist or an
  * inspect at startup): it goes straight to settling. Fills `res`.
  */

@@ -139,12 +139,32 @@ reaper_rec_new(struct reaper *r, const char *id)
     return c;
 }
 
+/* A tracked container's report says what was cut, also when it is found
+ * cut only after it was decided (its event held a shorter name). */
+static void
+cut_noted(struct rec *c)
+{
+    uint32_t add;
+
+    if (c->kind != R_MANAGED)
+        return;
+    add = lc_note_cut(&c->lc, c->labels_cut, c->meta_cut);
+    if (add & LC_AN_LABELS_TRUNCATED)
+        c->r->st.labels_truncated++;
+    if (add & LC_AN_METADATA_TRUNCATED)
+        c->r->st.metadata_truncated++;
+}
+
 static int
 meta_from_list(struct rec *c, const struct docker_container *dc)
 {
-    return rec_set_meta(c, dc->name, dc->image, dc->labels, dc->nlabels,
-                        dc->labels_truncated,
-                        dc->name_truncated || dc->image_truncated);
+    int rc = rec_set_meta(c, dc->name, dc->image, dc->labels, dc->nlabels,
+                          dc->labels_truncated,
+                          dc->name_truncated || dc->image_truncated);
+
+    if (rc == 0)
+        cut_noted(c);
+    return rc;
 }
 
 static void checkpoint_unhold(struct rec *c);
@@ -1068,10 +1088,13 @@ take_event(struct reaper *r, const struct docker_event *ev)
         rec_set_meta(c, ev->name, c->image, c->labels, c->nlabels,
                      c->labels_cut, c->meta_cut || ev->name_truncated) != 0)
         log_error(c->id, "out of memory copying its new name");
-    else if (ev->action == DOCKER_EV_RENAME && c->persisted_running) {
-        /* Its record carries the name a report after a restart uses. */
-        c->persisted_running = false;
-        persist_rec(c);
+    else if (ev->action == DOCKER_EV_RENAME) {
+        cut_noted(c);
+        if (c->persisted_running) {
+            /* Its record carries the name a report after a restart uses. */
+            c->persisted_running = false;
+            persist_rec(c);
+        }
     }
     if (ev->action == DOCKER_EV_DIE)
         c->die_nano = ev->time_nano;
