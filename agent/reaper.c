@@ -1691,6 +1691,7 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->reports_log_rotations = r->ps.rotations;
     out->docker_reconnects = docker_watch_reconnects(r->d);
     out->events_rejected = docker_watch_rejected(r->d);
+    out->replays_cut = docker_watch_replays_cut(r->d);
     out->containerd_reconnects =
         r->ctrd != NULL ? ctrd_watch_reconnects(r->ctrd) : 0;
     out->leaked_tasks = r->au.nleaks;

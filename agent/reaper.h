@@ -77,6 +77,7 @@ void reaper_call_name(enum reaper_call c, const char **api, const char **call);
 struct reaper_stats {
     uint64_t events;
     uint64_t events_rejected; /* unreadable, stepped over (docker.h) */
+    uint64_t replays_cut;     /* replays that began past the checkpoint */
     /* Containers whose labels, or name or image, were more than reapd
      * keeps (docs/limits.md), counted when their policy is decided. */
     uint64_t labels_truncated;

@@ -1096,6 +1096,10 @@ serve_metrics(struct status *s, struct evhttp_request *req)
            "Events that could not be read (malformed, too deep), stepped "
            "over without a reconnect; a relist follows.",
            st.events_rejected);
+    metric(b, "reapd_events_replays_cut_total", "counter",
+           "Replays after a reconnect that held the engine's whole event "
+           "buffer, all past the checkpoint: events in between are lost.",
+           st.replays_cut);
     evbuffer_add_printf(
         b,
         "# HELP reapd_containers_truncated_total Containers whose labels, "

@@ -178,6 +178,7 @@ for name in reapd_build_info reapd_events_received_total \
   reapd_report_latency_seconds reapd_status_connections reapd_status_rejected_total \
   reapd_status_connections_evicted_total reapd_status_requests_timed_out_total \
   reapd_status_accept_errors_total reapd_events_rejected_total \
+  reapd_events_replays_cut_total \
   reapd_containers_truncated_total reapd_containers_undecidable_total \
   reapd_docker_connected reapd_last_event_timestamp_seconds \
   reapd_outbox_oldest_pending_timestamp_seconds \

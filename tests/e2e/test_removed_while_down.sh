@@ -109,6 +109,8 @@ line=$(wait_report "$lost" 30)
 assert_json "$line" '.exit_code == null and (.anomalies | index("exit_code_unknown"))' "pushed-out die: $line"
 grep -q "replay held its whole buffer" "$D/reapd.log" ||
   fail "the cut replay was not logged"
+cut=$(curl -s "$REAPD_URL/metrics" | awk '$1 == "reapd_events_replays_cut_total" {print $2}')
+assert_eq 1 "$cut" "reapd_events_replays_cut_total after the cut replay"
 echo "removed_while_down: exits=$n kills=$((ROUNDS + 1)) pushed_out=1"
 
 e2e_pass

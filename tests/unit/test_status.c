@@ -446,7 +446,8 @@ t_metrics(void **state)
      * pruned and unstored reports (no store here: no outbox gauges);
      * build info, 2 reload results, connections, 2 rejection reasons,
      * 2 eviction states, timed-out requests, accept errors; 2 stream
-     * reconnect counters; rejected events, 2 truncation kinds,
+     * reconnect counters; rejected events, cut replays, 2 truncation
+     * kinds,
      * undecidable containers; held DELETEs; the engine's identity;
      * Docker connected and the last event's time; 4 held-request
      * figures; journal rotations; upstream attempts
@@ -461,7 +462,7 @@ t_metrics(void **state)
         /* CPU, virtual and resident memory, open and max fds, start. */
         assert_int_equal(nprocess, 6);
         assert_int_equal(samples, 5 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
-                                      4 + 1 + 1 +
+                                      4 + 1 + 1 + 1 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
                                       (int)(nl + 3) + UPSTREAM_LAT_N + 3);
