@@ -2620,9 +2620,9 @@ t_corner_streams_bounded(void **state)
     api_close(&a);
 }
 
-/* A request of `total` bytes: "POST /livez" with a body of `body` bytes
- * (Content-Length), or a GET whose one padding header makes the headers
- * `total` bytes long. */
+/* A raw HTTP/1.0 request (answered, then closed): "POST /livez" with a
+ * body of `body` bytes, or with `hdr_bytes` a GET of one header, "X-Pad: "
+ * and that many bytes. */
 static char *
 sized_request(size_t body, size_t hdr_bytes, size_t *len)
 {
@@ -2632,14 +2632,14 @@ sized_request(size_t body, size_t hdr_bytes, size_t *len)
     assert_non_null(s);
     if (hdr_bytes == 0) {
         off = (size_t)snprintf(s, cap,
-                               "POST /livez HTTP/1.1\r\nHost: x\r\n"
+                               "POST /livez HTTP/1.0\r\nHost: x\r\n"
                                "Content-Length: %zu\r\n\r\n",
                                body);
         memset(s + off, 'b', body);
         *len = off + body;
         return s;
     }
-    off = (size_t)snprintf(s, cap, "GET /livez HTTP/1.1\r\nX-Pad: ");
+    off = (size_t)snprintf(s, cap, "GET /livez HTTP/1.0\r\nX-Pad: ");
     memset(s + off, 'p', hdr_bytes);
     off += hdr_bytes;
     off += (size_t)snprintf(s + off, cap - off, "\r\n\r\n");
@@ -2671,7 +2671,7 @@ t_corner_body_limit(void **state)
 }
 
 /* The headers' bound, 8 KiB: evhttp counts the request line and each
- * header line without their CRLFs, so "GET /livez HTTP/1.1" (19) and
+ * header line without their CRLFs, so "GET /livez HTTP/1.0" (19) and
  * "X-Pad: " (7) with 8166 bytes make 8192 and pass; one more is
  * refused. */
 static void
