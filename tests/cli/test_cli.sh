@@ -188,4 +188,10 @@ ms=$(( ($(date +%s%N) - start) / 1000000 ))
 [ "$rc" -eq 0 ] || fail "SIGTERM: exit $rc"
 [ "$ms" -lt 5000 ] || fail "SIGTERM took $ms ms"
 ok "SIGTERM: exit 0 in $ms ms"
+
+# The mutants' table in tests/mutate/README.md is the mutants file's, as
+# the runner prints it: a mutant added, renamed or dropped changes both.
+bash "$SRC/tests/mutate/run" --check-readme 2>"$T/readme.err" ||
+  fail "tests/mutate/README.md's table is not the mutants file's: $(head -c 600 "$T/readme.err")"
+ok "tests/mutate/README.md's table is the mutants file's"
 echo "$n passed, 0 failed"

@@ -56,7 +56,8 @@ for args in "" "bogus" "--bogus status" "status extra" "show" "show ABC" \
   "reports --dead --pending" "reports --follow --dead" \
   "reports --follow --limit 5" "reports --after -1" "reports --container x" \
   "requeue" "requeue a/b" "requeue .." "requeue r1 --all-dead" \
-  "drain --timeout x" "--socket $T/s --url http://x status" \
+  "drain --timeout x" "drain --timeout 1000000001" \
+  "wait $A --timeout 1000000001" "--socket $T/s --url http://x status" \
   "--url ftp://x status" "--token-file $T/none status"; do
   # shellcheck disable=SC2086 # word splitting is the point
   expect 125 "$CTL" $args
@@ -301,6 +302,10 @@ expect 0 "$CTL" "${FAKE[@]}" reports --after 5 --limit 2 --container "$A" --dead
 [ "$(wc -l <"$T/out")" -eq 2 ] || fail "reports: $(cat "$T/out")"
 head -1 "$T/out" | grep -q "\"query\":\"after=5&limit=2&container_id=$A&state=dead\"" ||
   fail "reports query: $(cat "$T/out")"
+# The largest page is taken (--limit 1001 is a usage error, above).
+expect 0 "$CTL" "${FAKE[@]}" reports --limit 1000
+head -1 "$T/out" | grep -q '"query":"limit=1000"' ||
+  fail "reports --limit 1000: $(cat "$T/out")"
 ok "reports: the filters as a query, one entry per line in the server's order"
 
 expect 125 "$CTL" "${FAKE[@]}" reports --follow --after 7
@@ -327,6 +332,9 @@ err_has "not drained after 0 s: 1 cleaning, 2 pending"
 expect 0 "$CTL" "${FAKE[@]}" drain
 grep -q '"drained":true' "$T/out" || fail "drain: $(cat "$T/out")"
 expect 0 "$CTL" "${FAKE[@]}" audit
+# The largest --timeout is taken (1000000001 is a usage error, above).
+expect 0 "$CTL" "${FAKE[@]}" drain --timeout 1000000000
+grep -q '"drained":true' "$T/out" || fail "drain --timeout 1000000000: $(cat "$T/out")"
 ok "drain: the counts on a timeout, asked again until drained; audit"
 
 # Not under a sanitizer build: ASan and valgrind do not mix.

@@ -1191,6 +1191,79 @@ t_node_from_env(void **state)
     }
 }
 
+/* One integer setting at `value`: parsed, it is `*out`. */
+static void
+int_accepted(const char *section, const char *key, long long value,
+             const int64_t *(*field)(const struct config *))
+{
+    char text[256];
+    struct config *cfg;
+
+    snprintf(text, sizeof(text), "{\"%s\": {\"%s\": %lld}}", section, key,
+             value);
+    cfg = parse_ok(text);
+    assert_int_equal(*field(cfg), value);
+    config_free(cfg);
+}
+
+/* One integer setting at `value`: refused, saying its range. */
+static void
+int_refused(const char *section, const char *key, long long value,
+            long long min, long long max)
+{
+    char text[256], msg[256];
+
+    snprintf(text, sizeof(text), "{\"%s\": {\"%s\": %lld}}", section, key,
+             value);
+    snprintf(msg, sizeof(msg), "%s.%s: must be between %lld and %lld", section,
+             key, min, max);
+    expect_message(text, msg);
+}
+
+static const int64_t *
+f_delete_max_in_flight(const struct config *c)
+{
+    return &c->delete_max_in_flight;
+}
+
+static const int64_t *
+f_status_max_connections(const struct config *c)
+{
+    return &c->status_max_connections;
+}
+
+static const int64_t *
+f_delete_poll_interval_ms(const struct config *c)
+{
+    return &c->delete_poll_interval_ms;
+}
+
+/* An integer setting's range at its edges: its minimum and maximum are
+ * taken, one below and one above are refused. */
+static void
+test_corner_int_range_edges(void **state)
+{
+    static const struct {
+        const char *section, *key;
+        long long min, max;
+        const int64_t *(*field)(const struct config *);
+    } f[] = {
+        {"delete", "max_in_flight", 1, 1024, f_delete_max_in_flight},
+        {"status", "max_connections", 1, 65536, f_status_max_connections},
+        {"delete", "poll_interval_ms", 10, 3600000, f_delete_poll_interval_ms},
+    };
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+        int_accepted(f[i].section, f[i].key, f[i].min, f[i].field);
+        int_accepted(f[i].section, f[i].key, f[i].min + 1, f[i].field);
+        int_accepted(f[i].section, f[i].key, f[i].max, f[i].field);
+        int_refused(f[i].section, f[i].key, f[i].min - 1, f[i].min, f[i].max);
+        int_refused(f[i].section, f[i].key, f[i].max + 1, f[i].min, f[i].max);
+    }
+}
+
 int
 main(void)
 {
@@ -1202,6 +1275,7 @@ main(void)
         cmocka_unit_test(test_policy_list_replaces_default),
         cmocka_unit_test(test_null_url_and_comments),
         cmocka_unit_test(test_unknown_type_range_at_once),
+        cmocka_unit_test(test_corner_int_range_edges),
         cmocka_unit_test(test_malformed_json),
         cmocka_unit_test(test_unterminated_comment),
         cmocka_unit_test(test_not_an_object),

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "bounds.h"
 #include "docker.h"
 #include "fake_engine.h"
 #include "lifecycle.h"
@@ -1913,6 +1914,100 @@ t_regress_stop_watch_from_on_event(void **state)
                  WEXITSTATUS(st));
 }
 
+/* ---- the label bounds at their edges ---------------------------------- */
+
+/* An inspect answer whose labels are `n` of "kNNNN" with values of `vlen`
+ * bytes, then one of key `lastkey` with a value of `lastlen` bytes. */
+static char *
+inspect_labels(size_t n, size_t vlen, const char *lastkey, size_t lastlen)
+{
+    size_t cap = (n + 1) * (vlen + 32) + strlen(lastkey) + lastlen + 256;
+    size_t off, i;
+    char *s = malloc(cap);
+
+    assert_non_null(s);
+    off = (size_t)snprintf(s, cap,
+                           "{\"Id\":\"" EXITED_ID "\",\"State\":{"
+                           "\"Status\":\"exited\"},\"Config\":{"
+                           "\"Labels\":{");
+    for (i = 0; i < n; i++) {
+        off += (size_t)snprintf(s + off, cap - off, "\"k%04zu\":\"", i);
+        memset(s + off, 'v', vlen);
+        off += vlen;
+        off += (size_t)snprintf(s + off, cap - off, "\",");
+    }
+    off += (size_t)snprintf(s + off, cap - off, "\"%s\":\"", lastkey);
+    memset(s + off, 'w', lastlen);
+    off += lastlen;
+    snprintf(s + off, cap - off, "\"}}}");
+    return s;
+}
+
+/* A label key of LIMIT_LABEL_KEY bytes is kept, one of a byte more is
+ * dropped and the loss said; the labels no policy names share
+ * LIMIT_LABEL_BYTES (keys and values): exactly that many are all kept,
+ * one byte more drops the last. */
+static void
+t_corner_label_bounds(void **state)
+{
+    struct docker_parsed *ctx;
+    const struct docker_container *c;
+    char key[LIMIT_LABEL_KEY + 2];
+    char *s;
+    /* 15 labels of 5 + 4091 bytes, and a last of 5 + `rest`. */
+    size_t rest = LIMIT_LABEL_BYTES - 15 * 4096 - 5;
+
+    (void)state;
+    memset(key, 'K', LIMIT_LABEL_KEY);
+    key[LIMIT_LABEL_KEY] = '\0';
+    s = inspect_labels(1, 1, key, 1);
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->nlabels, 2);
+    assert_false(c->labels_truncated);
+    assert_string_equal(label(c, key), "w");
+    docker_parsed_free(ctx);
+    free(s);
+    key[LIMIT_LABEL_KEY] = 'K';
+    key[LIMIT_LABEL_KEY + 1] = '\0';
+    s = inspect_labels(1, 1, key, 1);
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->nlabels, 1);
+    assert_true(c->labels_truncated);
+    assert_string_equal(label(c, "k0000"), "v");
+    docker_parsed_free(ctx);
+    free(s);
+
+    s = inspect_labels(15, 4091, "lastk", rest);
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->nlabels, 16);
+    assert_false(c->labels_truncated);
+    assert_int_equal(strlen(label(c, "lastk")), rest);
+    docker_parsed_free(ctx);
+    free(s);
+    s = inspect_labels(15, 4091, "lastk", rest + 1);
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->nlabels, 15);
+    assert_true(c->labels_truncated);
+    assert_null(label(c, "lastk"));
+    docker_parsed_free(ctx);
+    free(s);
+    /* Past the budget, a smaller label after still fits. */
+    s = inspect_labels(16, 4090, "z", 1);
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->nlabels, 17);
+    assert_false(c->labels_truncated);
+    docker_parsed_free(ctx);
+    free(s);
+    s = inspect_labels(17, 4090, "z", 1);
+    c = inspect_ok(s, &ctx);
+    assert_int_equal(c->nlabels, 17);
+    assert_true(c->labels_truncated);
+    assert_null(label(c, "k0016"));
+    assert_string_equal(label(c, "z"), "w");
+    docker_parsed_free(ctx);
+    free(s);
+}
+
 int
 main(void)
 {
@@ -1938,6 +2033,7 @@ main(void)
         cmocka_unit_test(t_inspect_state_not_object),
         cmocka_unit_test(t_inspect_exit_codes),
         cmocka_unit_test(t_inspect_labels_and_names),
+        cmocka_unit_test(t_corner_label_bounds),
         cmocka_unit_test(t_inspect_bulky),
         cmocka_unit_test(t_list_bulky),
         cmocka_unit_test(t_inspect_bad_ids),

@@ -884,6 +884,86 @@ test_real_capture(void **state)
     free(text);
 }
 
+/* Parses one die event whose labels are `n` of "label%02zu" with values
+ * of `vlen` bytes, then `lastkey` with a value of `lastlen`; the event
+ * is in rec->seen[0], its log line in rec->log. */
+static void
+labels_event(struct record *rec, size_t n, size_t vlen, const char *lastkey,
+             size_t lastlen)
+{
+    struct tu_sbuf b;
+    struct events_parser *p;
+    char *value = malloc(vlen > lastlen ? vlen + 1 : lastlen + 1);
+    size_t i;
+
+    assert_non_null(value);
+    memset(&b, 0, sizeof b);
+    tu_sb_printf(&b, "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
+                     "\"ID\":\"" ID "\",\"Attributes\":{\"exitCode\":\"3\"");
+    memset(value, 'v', vlen);
+    value[vlen] = '\0';
+    for (i = 0; i < n; i++)
+        tu_sb_printf(&b, ",\"label%02zu\":\"%s\"", i, value);
+    memset(value, 'w', lastlen);
+    value[lastlen] = '\0';
+    tu_sb_printf(&b, ",\"%s\":\"%s\"", lastkey, value);
+    tu_sb_printf(&b, ",\"reapd.managed\":\"true\"}},\"timeNano\":5}\n");
+    memset(rec, 0, sizeof *rec);
+    p = events_parser_new(NULL, record_cb, rec);
+    assert_non_null(p);
+    events_parser_set_labels(p, wants_managed, NULL);
+    assert_int_equal(events_parser_feed(p, b.p, b.len), 0);
+    assert_int_equal(events_parser_count(p), 1);
+    events_parser_free(p);
+    free(value);
+    free(b.p);
+}
+
+/* The labels no policy names share exactly LIMIT_LABEL_BYTES (keys and
+ * values): that many are all kept, a byte more drops the last one alone
+ * (a smaller one after it still fits); a key of LIMIT_LABEL_KEY bytes is
+ * kept, one of a byte more dropped. exitCode and the policy's label are
+ * kept besides. */
+static void
+test_corner_label_bounds(void **state)
+{
+    struct record rec;
+    char key[LIMIT_LABEL_KEY + 2];
+    /* 15 labels of 7 + 4089 bytes (4096), a last of 5 + `rest`. */
+    size_t rest = LIMIT_LABEL_BYTES - 15 * 4096 - 5;
+
+    (void)state;
+    labels_event(&rec, 15, 4089, "lastk", rest);
+    assert_int_equal(rec.seen[0].nattrs, 16 + 2);
+    assert_null(strstr(rec.log.p, "dropped="));
+    free(rec.log.p);
+    labels_event(&rec, 15, 4089, "lastk", rest + 1);
+    assert_int_equal(rec.seen[0].nattrs, 15 + 2);
+    assert_non_null(strstr(rec.log.p, " dropped=1\n"));
+    assert_null(strstr(rec.log.p, "[lastk="));
+    free(rec.log.p);
+    /* 16 of 4095 bytes fit (65520); the 17th does not; "z" does. */
+    labels_event(&rec, 17, 4088, "z", 1);
+    assert_int_equal(rec.seen[0].nattrs, 17 + 2);
+    assert_non_null(strstr(rec.log.p, " dropped=1\n"));
+    assert_non_null(strstr(rec.log.p, " [z=w]"));
+    assert_null(strstr(rec.log.p, "[label16="));
+    free(rec.log.p);
+
+    memset(key, 'K', LIMIT_LABEL_KEY);
+    key[LIMIT_LABEL_KEY] = '\0';
+    labels_event(&rec, 1, 1, key, 1);
+    assert_int_equal(rec.seen[0].nattrs, 2 + 2);
+    assert_null(strstr(rec.log.p, "dropped="));
+    free(rec.log.p);
+    key[LIMIT_LABEL_KEY] = 'K';
+    key[LIMIT_LABEL_KEY + 1] = '\0';
+    labels_event(&rec, 1, 1, key, 1);
+    assert_int_equal(rec.seen[0].nattrs, 1 + 2);
+    assert_non_null(strstr(rec.log.p, " dropped=1\n"));
+    free(rec.log.p);
+}
+
 int
 main(void)
 {
@@ -901,6 +981,7 @@ main(void)
         cmocka_unit_test(test_huge_event),
         cmocka_unit_test(test_time_guard),
         cmocka_unit_test(test_label_bytes_bounded),
+        cmocka_unit_test(test_corner_label_bounds),
         cmocka_unit_test(test_split_escapes),
         cmocka_unit_test(test_broken_utf8_in_long_value),
         cmocka_unit_test(test_time_fallback),

@@ -42,6 +42,7 @@
 
 #include "backoff.h"
 #include "lifecycle.h"
+#include "testutil.h"
 
 /* ------------------------------------------------------------------ */
 /* Parameters and observation builders                                 */
@@ -6000,6 +6001,42 @@ test_resume_then_finishes_once(void **state)
     assert_true(c.removed);
 }
 
+/* A relist finding a container "created" (never started) is no run: it
+ * does not take an exited container waiting for its removal (delaying,
+ * queued) or a kept one back to running, and a created container
+ * destroyed has never run (no exit to settle). */
+static void
+test_corner_found_created_is_no_run(void **state)
+{
+    struct lc_params p = mkparams(POLICY_REMOVE, DELAY, WARN, 0);
+    struct lc_params keep = mkparams(POLICY_KEEP, 0, WARN, 0);
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, &p);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(0), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 0), LC_DELAYING, ACT_STEP_TIMER);
+    STEP(&s, ob_found(LC_RUN_CREATED), LC_DELAYING, NOACT);
+
+    sc_init(&s, p_remove());
+    SC_REACH(&s, LC_QUEUED, 0);
+    STEP(&s, ob_found(LC_RUN_CREATED), LC_QUEUED, NOACT);
+
+    sc_init(&s, &keep);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(9), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 9), LC_KEPT, ACT_DEADLINES_CANCEL,
+         ACT_STEP_CANCEL, ACT_REPORT);
+    STEP(&s, ob_found(LC_RUN_CREATED), LC_KEPT, NOACT);
+
+    sc_init(&s, p_remove());
+    STEP(&s, ob_found(LC_RUN_CREATED), LC_RUNNING, NOACT);
+    sc_step(&s, ob(OBS_EVENT_DESTROY));
+    assert_false(s.c.ran);
+    assert_false(s.c.exited);
+}
+
 int
 main(void)
 {
@@ -6093,6 +6130,7 @@ main(void)
     };
     const struct CMUnitTest regressions[] = {
         cmocka_unit_test(test_regress_found_running_while_delaying),
+        cmocka_unit_test(test_corner_found_created_is_no_run),
         cmocka_unit_test(test_regress_found_running_while_queued),
         cmocka_unit_test(test_regress_inspect_code_without_finished_at),
         cmocka_unit_test(test_regress_give_up_settling_drops_die_code),
@@ -6107,6 +6145,8 @@ main(void)
     };
     int failed = 0;
 
+    /* Also links testutil.c, whose REAPD_TEST_ONLY runs one function. */
+    tu_test_filters();
     failed +=
         cmocka_run_group_tests_name("lifecycle sweep", sweep, NULL, NULL);
     failed +=

@@ -2287,6 +2287,60 @@ t_journal_recovery(void **state)
     h_free(h);
 }
 
+/* A kept container's report that reached neither reports.jsonl nor the
+ * store waits in memory; stored at last, it leaves the container's record
+ * in place, since the container is still tracked (kept): its next exit
+ * and a restart need it. Only the record of a container no longer tracked
+ * goes with the stored report. */
+static void
+t_corner_unsaved_report_of_kept_keeps_record(void **state)
+{
+    struct tu_reapd *h = h_new2("", KEPT_ONLY);
+    struct store *st = h_store_start(h);
+    struct report_log *rl = h->rl;
+    char labels[8192];
+    int rc;
+
+    (void)state;
+    snprintf(labels, sizeof(labels),
+             "{\"reapd.keep\":\"true\",\"big\":\"%06000d\"}", 7);
+    fake_engine_add(h->fe, A, "kept-unsaved", labels, NULL, 1);
+    TU_RUN_UNTIL(h->l, has_record(st, A), 5000);
+    /* The next run cannot write its journal, and the store takes nothing
+     * new: the report is only in memory. */
+    h_stop(h);
+    h->rl = NULL;
+    h_restart(h, st);
+    h->rl = rl;
+    TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
+    /* Its table made before the cap: fill_free_pages's needs a page. */
+    assert_int_equal(sqlite3_exec(store_sqlite(st),
+                                  "CREATE TABLE filler(x BLOB)", NULL, NULL,
+                                  NULL),
+                     SQLITE_OK);
+    assert_int_equal(store_set_size_limit(st, 1, NULL), STORE_OK);
+    do
+        rc = sqlite3_exec(store_sqlite(st),
+                          "INSERT INTO filler VALUES (zeroblob(1000))", NULL,
+                          NULL, NULL);
+    while (rc == SQLITE_OK);
+    assert_int_equal(rc, SQLITE_FULL);
+    fake_engine_exit(h->fe, A, 9, 9);
+    tu_run_for(h->l, 500);
+    assert_false(has_report(h, A));
+    assert_true(has_record(st, A));
+    /* Room again: the retry stores it and hands it on; the record of the
+     * kept container stays. */
+    assert_int_equal(store_set_size_limit(st, 0, NULL), STORE_OK);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    assert_int_equal(int_of(report_for(h, A), "exit_code"), 9);
+    tu_run_for(h->l, 300);
+    assert_true(has_record(st, A));
+    assert_true(fake_engine_has(h->fe, A));
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 int
 main(void)
 {
@@ -2339,6 +2393,7 @@ main(void)
         cmocka_unit_test(t_exited_before_start_found_by_relist),
         cmocka_unit_test(t_give_up),
         cmocka_unit_test(t_keep_policy),
+        cmocka_unit_test(t_corner_unsaved_report_of_kept_keeps_record),
     };
 
     signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */

@@ -44,6 +44,9 @@
 #include "testutil.h"
 #include "upstream.h"
 
+/* The longest padding header value the headers' bound lets through. */
+#define HDR_PAD_MAX 8166
+
 static const char *A =
     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1";
 static const char *B =
@@ -2376,6 +2379,404 @@ t_regress_accept_errors_pause(void **state)
     h_free(h);
 }
 
+/* ---- the read API's bounds at their edges ----------------------------- */
+
+/* The status of a raw request on a fresh TCP connection, or -1 when
+ * nothing came within `ms`; the whole answer in `out`. */
+static int
+raw_answer(struct h *h, const char *req, size_t len, char *out, size_t cap,
+           int ms)
+{
+    int closed;
+
+    raw_exchange(h, req, len, out, cap, ms, &closed);
+    return raw_status(out);
+}
+
+/* GET `path` on the status listener; returns its status. */
+static long
+status_of(struct h *h, const char *method, const char *path)
+{
+    struct resp r;
+    long code;
+
+    request(h, method, path, &r);
+    assert_int_equal(r.error, HTTPC_OK);
+    code = r.status;
+    resp_clear(&r);
+    return code;
+}
+
+/* As status_of, on the admin socket. */
+static long
+admin_status_of(struct api *a, const char *method, const char *path)
+{
+    struct resp r;
+    long code;
+
+    admin_request(a, method, path, &r);
+    assert_int_equal(r.error, HTTPC_OK);
+    code = r.status;
+    resp_clear(&r);
+    return code;
+}
+
+/* A wait's seconds are 1..300: 0 and 301 are refused, 300 is held (not
+ * answered at once), and so is 1; a wait for a container reapd knows
+ * nothing of is answered 404 at once, not held to its end. */
+static void
+t_corner_wait_bounds(void **state)
+{
+    struct api a;
+    char path[256], req[512], buf[4096] = "";
+    static const char *bad[] = {"0", "301", "-1", "x", "1x", "", "1&wait=1"};
+    size_t one = 1, i;
+    uint64_t t0;
+    int fd, closed;
+
+    (void)state;
+    api_open(&a);
+    fake_engine_add(a.h->reapd.fe, A, "web-1", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(a.h->reapd.l, tracked(a.h, &one), 3000);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=%s", A,
+                 bad[i]);
+        if (status_of(a.h, "GET", path) != 400)
+            fail_msg("wait=%s not refused", bad[i]);
+    }
+    /* The largest wait and the smallest are held. */
+    snprintf(
+        req, sizeof(req),
+        "GET /v1/containers/%s/report?wait=300 HTTP/1.1\r\nHost: x\r\n\r\n",
+        A);
+    fd = raw_send(a.h, req);
+    raw_gather(a.h, fd, buf, sizeof(buf), 400, &closed);
+    if (buf[0] != '\0')
+        fail_msg("wait=300 answered at once: %.40s", buf);
+    assert_false(closed);
+    close(fd);
+    snprintf(req, sizeof(req),
+             "GET /v1/containers/%s/report?wait=1 HTTP/1.1\r\nHost: x\r\n\r\n",
+             A);
+    t0 = loop_now_ms();
+    fd = raw_send(a.h, req);
+    while (raw_status(buf) < 0 && loop_now_ms() - t0 < 4000)
+        raw_gather(a.h, fd, buf, sizeof(buf), 100, &closed);
+    assert_int_equal(raw_status(buf), 202);
+    assert_true(loop_now_ms() - t0 >= 900);
+    close(fd);
+
+    /* Unknown: 404 at once, whatever the wait. */
+    snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=30", B);
+    t0 = loop_now_ms();
+    assert_int_equal(status_of(a.h, "GET", path), 404);
+    if (loop_now_ms() - t0 > 700)
+        fail_msg("404 after %llu ms: held",
+                 (unsigned long long)(loop_now_ms() - t0));
+    api_close(&a);
+}
+
+/* The admin socket's waits have the same bounds: drain and audit take
+ * 300 and refuse 0 and 301 (audit then says 409: no containerd here). */
+static void
+t_corner_admin_wait_bounds(void **state)
+{
+    struct api a;
+
+    (void)state;
+    api_open(&a);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/drain?wait=0"), 400);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/drain?wait=301"), 400);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/drain?wait=300"), 200);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/drain?wait=1"), 200);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/audit?wait=0"), 400);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/audit?wait=301"), 400);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/audit?wait=300"), 409);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/audit?wait=1"), 409);
+    api_close(&a);
+}
+
+/* The seqs of a /v1/reports answer, in its order, into seqs[]; returns
+ * how many. */
+static size_t
+report_seqs(struct h *h, const char *path, long *seqs, size_t cap)
+{
+    struct resp r;
+    struct json_node *root;
+    const struct json_node *list;
+    size_t i;
+
+    request(h, "GET", path, &r);
+    if (r.status != 200)
+        fail_msg("%s: status %ld", path, r.status);
+    root = json_body(&r);
+    list = json_get(root, "reports");
+    assert_non_null(list);
+    assert_true(list->count <= cap);
+    for (i = 0; i < list->count; i++)
+        seqs[i] = strtol(json_get(list->items[i], "seq")->str, NULL, 10);
+    i = list->count;
+    json_free(root);
+    resp_clear(&r);
+    return i;
+}
+
+/* The cursor at its edges: after=0 is every report, oldest first;
+ * after the last seq and past it, none; garbage and negatives are
+ * refused. limit is 1..1000; without it a page is 50, newest first. */
+static void
+t_corner_cursor_and_limit(void **state)
+{
+    struct api a;
+    char rid[32];
+    long seqs[64];
+    static const char *bad[] = {
+        "after=-1", "after=x",         "after=1x",
+        "after=",   "limit=0",         "limit=1001",
+        "limit=-5", "after=1&after=2", "after=99999999999999999999"};
+    size_t i, n;
+
+    (void)state;
+    api_open(&a);
+    for (i = 1; i <= 51; i++) {
+        snprintf(rid, sizeof(rid), "r%zu", i);
+        assert_int_equal(store_add_report(a.st, rid, A, "{\"x\":1}", 7, 1),
+                         STORE_OK);
+    }
+    n = report_seqs(a.h, "/v1/reports?after=0&limit=3", seqs, 64);
+    assert_int_equal(n, 3);
+    assert_int_equal(seqs[0], 1);
+    assert_int_equal(seqs[1], 2);
+    assert_int_equal(seqs[2], 3);
+    n = report_seqs(a.h, "/v1/reports?after=49", seqs, 64);
+    assert_int_equal(n, 2);
+    assert_int_equal(seqs[0], 50);
+    assert_int_equal(seqs[1], 51);
+    assert_int_equal(report_seqs(a.h, "/v1/reports?after=51", seqs, 64), 0);
+    assert_int_equal(report_seqs(a.h, "/v1/reports?after=52", seqs, 64), 0);
+    assert_int_equal(
+        report_seqs(a.h, "/v1/reports?after=9223372036854775807", seqs, 64),
+        0);
+    /* The default page: the 50 newest, newest first. */
+    n = report_seqs(a.h, "/v1/reports", seqs, 64);
+    assert_int_equal(n, 50);
+    assert_int_equal(seqs[0], 51);
+    assert_int_equal(seqs[49], 2);
+    assert_int_equal(report_seqs(a.h, "/v1/reports?limit=1000", seqs, 64), 51);
+    n = report_seqs(a.h, "/v1/reports?limit=1", seqs, 64);
+    assert_int_equal(n, 1);
+    assert_int_equal(seqs[0], 51);
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char path[128];
+
+        snprintf(path, sizeof(path), "/v1/reports?%s", bad[i]);
+        if (status_of(a.h, "GET", path) != 400)
+            fail_msg("%s not refused", bad[i]);
+    }
+    api_close(&a);
+}
+
+/* At most 16 streams at once: the 17th is refused 503 with Retry-After,
+ * and a stream whose client left gives its place back. */
+static void
+t_corner_streams_bounded(void **state)
+{
+    struct api a;
+    static const char get[] =
+        "GET /v1/reports/stream HTTP/1.1\r\nHost: x\r\n\r\n";
+    int fds[17], closed, i;
+    char buf[2048];
+
+    (void)state;
+    api_open(&a);
+    for (i = 0; i < 16; i++) {
+        buf[0] = '\0';
+        fds[i] = raw_send(a.h, get);
+        raw_gather(a.h, fds[i], buf, sizeof(buf), 150, &closed);
+        if (raw_status(buf) != 200)
+            fail_msg("stream %d: %.60s", i + 1, buf);
+        assert_false(closed);
+    }
+    buf[0] = '\0';
+    fds[16] = raw_send(a.h, get);
+    raw_gather(a.h, fds[16], buf, sizeof(buf), 300, &closed);
+    assert_int_equal(raw_status(buf), 503);
+    assert_non_null(strstr(buf, "Retry-After: 1\r\n"));
+    close(fds[16]);
+    /* One leaves: its place is free within a tick. */
+    close(fds[0]);
+    TU_RUN_UNTIL(a.h->reapd.l, status_connections(a.h->s) == 15, 2500);
+    buf[0] = '\0';
+    fds[0] = raw_send(a.h, get);
+    raw_gather(a.h, fds[0], buf, sizeof(buf), 300, &closed);
+    assert_int_equal(raw_status(buf), 200);
+    /* HEAD has no stream to give. */
+    buf[0] = '\0';
+    fds[16] = raw_send(a.h, "HEAD /v1/reports/stream HTTP/1.1\r\n"
+                            "Host: x\r\n\r\n");
+    raw_gather(a.h, fds[16], buf, sizeof(buf), 300, &closed);
+    assert_int_equal(raw_status(buf), 405);
+    for (i = 0; i < 17; i++)
+        close(fds[i]);
+    api_close(&a);
+}
+
+/* A raw HTTP/1.0 request (answered, then closed): "POST /livez" with a
+ * body of `body` bytes, or with `hdr_bytes` a GET of one header, "X-Pad: "
+ * and that many bytes. */
+static char *
+sized_request(size_t body, size_t hdr_bytes, size_t *len)
+{
+    size_t cap = body + hdr_bytes + 256, off;
+    char *s = malloc(cap);
+
+    assert_non_null(s);
+    if (hdr_bytes == 0) {
+        off = (size_t)snprintf(s, cap,
+                               "POST /livez HTTP/1.0\r\nHost: x\r\n"
+                               "Content-Length: %zu\r\n\r\n",
+                               body);
+        memset(s + off, 'b', body);
+        *len = off + body;
+        return s;
+    }
+    off = (size_t)snprintf(s, cap, "GET /livez HTTP/1.0\r\nX-Pad: ");
+    memset(s + off, 'p', hdr_bytes);
+    off += hdr_bytes;
+    off += (size_t)snprintf(s + off, cap - off, "\r\n\r\n");
+    *len = off;
+    return s;
+}
+
+/* A body of 1024 bytes reaches the handler (405 on a read-only route);
+ * 1025 is refused before (413). */
+static void
+t_corner_body_limit(void **state)
+{
+    struct h *h = h_new();
+    size_t len;
+    char *req, out[4096];
+
+    (void)state;
+    req = sized_request(1023, 0, &len);
+    assert_int_equal(raw_answer(h, req, len, out, sizeof(out), 2000), 405);
+    free(req);
+    req = sized_request(1024, 0, &len);
+    assert_int_equal(raw_answer(h, req, len, out, sizeof(out), 2000), 405);
+    free(req);
+    req = sized_request(1025, 0, &len);
+    assert_int_equal(raw_answer(h, req, len, out, sizeof(out), 2000), 413);
+    free(req);
+    expect_live(h);
+    h_free(h);
+}
+
+/* The headers' bound, 8 KiB: evhttp counts the request line and each
+ * header line without their CRLFs, so "GET /livez HTTP/1.0" (19) and
+ * "X-Pad: " (7) with 8166 bytes make 8192 and pass; one more is
+ * refused. */
+static void
+t_corner_header_limit(void **state)
+{
+    struct h *h = h_new();
+    size_t len;
+    char *req, out[4096];
+
+    (void)state;
+    req = sized_request(0, HDR_PAD_MAX - 1, &len);
+    assert_int_equal(raw_answer(h, req, len, out, sizeof(out), 2000), 200);
+    free(req);
+    req = sized_request(0, HDR_PAD_MAX, &len);
+    assert_int_equal(raw_answer(h, req, len, out, sizeof(out), 2000), 200);
+    free(req);
+    req = sized_request(0, HDR_PAD_MAX + 1, &len);
+    assert_int_equal(raw_answer(h, req, len, out, sizeof(out), 2000), 400);
+    free(req);
+    expect_live(h);
+    h_free(h);
+}
+
+/* The method table on each listener: the admin socket's read routes are
+ * GET and HEAD (a POST there is 405, not served); its write routes take
+ * no query they do not know (requeue by id: none at all); a report id
+ * of 64 characters is a write route, one of 65 is not; "bearer" is the
+ * token's scheme in any case. */
+static void
+t_corner_method_table(void **state)
+{
+    struct api a;
+    struct resp r;
+    char path[256], id[80];
+
+    (void)state;
+    api_open(&a);
+    admin_request(&a, "POST", "/v1/status", &r);
+    assert_int_equal(r.status, 405);
+    assert_string_equal(r.allow, "GET, HEAD");
+    resp_clear(&r);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/reports"), 405);
+    assert_int_equal(admin_status_of(&a, "GET", "/v1/status"), 200);
+
+    assert_int_equal(store_add_report(a.st, "r1", A, "{\"x\":1}", 7, 1),
+                     STORE_OK);
+    assert_int_equal(store_mark_dead(a.st, "r1", "HTTP 400"), STORE_OK);
+    assert_int_equal(
+        admin_status_of(&a, "POST", "/v1/reports/r1/requeue?state=dead"), 400);
+    assert_int_equal(admin_status_of(&a, "POST", "/v1/reports/r1/requeue"),
+                     200);
+    memset(id, 'z', 64);
+    id[64] = '\0';
+    snprintf(path, sizeof(path), "/v1/reports/%s/requeue", id);
+    assert_int_equal(admin_status_of(&a, "POST", path), 404);
+    memset(id, 'z', 65);
+    id[65] = '\0';
+    snprintf(path, sizeof(path), "/v1/reports/%s/requeue", id);
+    assert_int_equal(admin_status_of(&a, "POST", path), 405);
+    api_close(&a);
+}
+
+/* The report routes need the store: 503 without it, on every path. */
+static void
+t_corner_report_routes_without_store(void **state)
+{
+    struct h *h = h_new();
+    char path[256];
+
+    (void)state;
+    snprintf(path, sizeof(path), "/v1/containers/%s/report", A);
+    assert_int_equal(status_of(h, "GET", path), 503);
+    snprintf(path, sizeof(path), "/v1/containers/%s/report?wait=5", A);
+    assert_int_equal(status_of(h, "GET", path), 503);
+    assert_int_equal(status_of(h, "GET", "/v1/reports"), 503);
+    assert_int_equal(status_of(h, "GET", "/v1/reports/stream"), 503);
+    expect_live(h);
+    h_free(h);
+}
+
+/* The token's scheme is case-insensitive (RFC 9110 11.1). */
+static void
+t_corner_auth_scheme_any_case(void **state)
+{
+    struct h *h = h_new();
+    struct resp r;
+    char tokpath[128];
+    struct config *cfg = secret_config(h, tokpath, sizeof(tokpath));
+
+    (void)state;
+    request_auth(h, "/v1/containers", "Authorization: bearer " TOKEN, &r);
+    assert_int_equal(r.status, 200);
+    resp_clear(&r);
+    request_auth(h, "/v1/containers", "Authorization: BEARER " TOKEN, &r);
+    assert_int_equal(r.status, 200);
+    resp_clear(&r);
+    request_auth(h, "/v1/containers", "Authorization: Bearer  " TOKEN, &r);
+    assert_int_equal(r.status, 401);
+    resp_clear(&r);
+    unlink(tokpath);
+    h_free(h);
+    config_free(cfg);
+}
+
 int
 main(void)
 {
@@ -2418,6 +2819,15 @@ main(void)
         cmocka_unit_test(t_regress_dripping_request_closed_at_deadline),
         cmocka_unit_test_setup_teardown(t_regress_accept_errors_pause,
                                         save_nofile, restore_nofile),
+        cmocka_unit_test(t_corner_wait_bounds),
+        cmocka_unit_test(t_corner_admin_wait_bounds),
+        cmocka_unit_test(t_corner_cursor_and_limit),
+        cmocka_unit_test(t_corner_streams_bounded),
+        cmocka_unit_test(t_corner_body_limit),
+        cmocka_unit_test(t_corner_header_limit),
+        cmocka_unit_test(t_corner_method_table),
+        cmocka_unit_test(t_corner_report_routes_without_store),
+        cmocka_unit_test(t_corner_auth_scheme_any_case),
     };
 
     signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
