@@ -5265,6 +5265,43 @@ test_containerd_give_up_in_task_phase(void **state)
     assert_int_equal(s.reports, 1);
 }
 
+/* A name or labels found cut after the record began (its create event held
+ * them whole; the inspect at the exit cut them): the report says so, in
+ * every run, and each kind is new only once. */
+static void
+test_note_cut_after_init(void **state)
+{
+    struct lc_params p = mkparams(POLICY_KEEP, 0, WARN, 0);
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, &p);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    assert_int_equal(lc_note_cut(&s.c, false, false), 0);
+    assert_int_equal(lc_note_cut(&s.c, false, true), LC_AN_METADATA_TRUNCATED);
+    assert_int_equal(lc_note_cut(&s.c, true, true), LC_AN_LABELS_TRUNCATED);
+    assert_int_equal(lc_note_cut(&s.c, true, true), 0);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_KEPT, ACT_DEADLINES_CANCEL,
+         ACT_STEP_CANCEL, ACT_REPORT);
+    REPORT(&s, .exit_known = true, .exit_code = 3, .source = LC_SRC_INSPECT,
+           .die_has_code = true, .die_code = 3,
+           .anomalies = LC_AN_LABELS_TRUNCATED | LC_AN_METADATA_TRUNCATED,
+           .removed = false, .removed_by_us = false, .delete_attempts = 0,
+           .cleanup_ms = 0, .channel = false, .task_deleted = -1);
+    /* The next run's report still says it. */
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, ACT_STEP_CANCEL,
+         ACT_DEADLINES_CANCEL);
+    STEP(&s, ob_die(4), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 4), LC_KEPT, ACT_DEADLINES_CANCEL,
+         ACT_STEP_CANCEL, ACT_REPORT);
+    REPORT(&s, .exit_known = true, .exit_code = 4, .source = LC_SRC_INSPECT,
+           .die_has_code = true, .die_code = 4,
+           .anomalies = LC_AN_LABELS_TRUNCATED | LC_AN_METADATA_TRUNCATED,
+           .removed = false, .removed_by_us = false, .delete_attempts = 0,
+           .cleanup_ms = 0, .channel = false, .task_deleted = -1);
+}
+
 /* keep: task_deleted says whether /tasks/delete was seen for this run;
  * the facts are then cleared, and a TaskExit arriving while KEPT is the
  * next run's (its start missed), kept across its die. */
@@ -6125,6 +6162,7 @@ main(void)
         cmocka_unit_test(test_state_names),
         cmocka_unit_test(test_obs_names),
         cmocka_unit_test(test_anomaly_names),
+        cmocka_unit_test(test_note_cut_after_init),
         cmocka_unit_test(test_source_names),
         cmocka_unit_test(test_run_parse),
     };
