@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "backoff.h"
+#include "testutil.h"
 
 /* d = min(cap, base * 2^(attempt-1)), attempt 0 counted as 1, without
  * ever overflowing: the reference the function is checked against. */
@@ -380,6 +381,7 @@ main(void)
     };
     int failed = 0;
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     failed += cmocka_run_group_tests_name("backoff", tests, NULL, NULL);
     failed += cmocka_run_group_tests_name("backoff regressions", regressions,
                                           NULL, NULL);

@@ -18,6 +18,7 @@
 
 #include "bio.h"
 #include "loop.h"
+#include "testutil.h"
 
 struct job {
     atomic_int release; /* the job spins until the test sets it */
@@ -153,5 +154,6 @@ main(void)
         cmocka_unit_test(t_free_waits_for_the_job),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

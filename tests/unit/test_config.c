@@ -1300,5 +1300,6 @@ main(void)
         cmocka_unit_test(test_shipped_titus_example),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1998,5 +1998,6 @@ main(void)
     };
 
     signal(SIGPIPE, SIG_IGN);
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

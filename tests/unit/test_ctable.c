@@ -15,6 +15,7 @@
 
 #include "ctable.h"
 #include "reaper_int.h"
+#include "testutil.h"
 
 #define N 3000
 
@@ -147,5 +148,6 @@ main(void)
         cmocka_unit_test(t_touch_order),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

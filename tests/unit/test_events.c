@@ -992,5 +992,6 @@ main(void)
         cmocka_unit_test(test_default_size_limit),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "feed.h"
+#include "testutil.h"
 
 struct seen {
     unsigned n;
@@ -173,5 +174,6 @@ main(void)
         cmocka_unit_test(t_changes_in_callback),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "grpc.h"
+#include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -555,5 +556,6 @@ main(void)
         cmocka_unit_test(test_status_message),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "jsonw.h"
+#include "testutil.h"
 
 static void
 expect_int(long long v)
@@ -118,5 +119,6 @@ main(void)
         cmocka_unit_test(t_misplaced_fails),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

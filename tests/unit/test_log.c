@@ -19,6 +19,7 @@
 
 #include "json.h"
 #include "log.h"
+#include "testutil.h"
 
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define TS_RE                                                                 \
@@ -588,5 +589,6 @@ main(void)
     };
 #undef T
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -480,5 +480,6 @@ main(void)
     };
 
     log_setup(LOG_LEVEL_ERROR, LOG_FORMAT_TEXT);
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

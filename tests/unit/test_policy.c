@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "policy.h"
+#include "testutil.h"
 
 static char *
 xdup(const char *s)
@@ -297,5 +298,6 @@ main(void)
         cmocka_unit_test_setup_teardown(test_clear_resets, setup, teardown),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

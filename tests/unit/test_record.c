@@ -425,5 +425,6 @@ main(void)
         cmocka_unit_test(t_old_record_with_many_labels),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "sdnotify.h"
+#include "testutil.h"
 
 struct rx {
     int fd;
@@ -312,5 +313,6 @@ main(void)
         cmocka_unit_test(t_nobody_listening),
     };
 
+    tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
