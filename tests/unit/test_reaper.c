@@ -798,6 +798,22 @@ t_running_container_survives_kill(void **state)
     h_free(h);
 }
 
+/* A managed container seen running by a reapd that is then stopped; it
+ * exits (137) and is removed (`docker rm -f`) while reapd is down. */
+static struct store *
+removed_while_down(struct tu_reapd *h)
+{
+    struct store *st = h_store_start(h);
+
+    fake_engine_add(h->fe, A, "rm-f", MANAGED, NULL, 1);
+    tu_run_for(h->l, 200);
+    assert_true(has_record(st, A));
+    h_stop(h);
+    fake_engine_exit(h->fe, A, 137, 137);
+    fake_engine_remove(h->fe, A, 1);
+    return st;
+}
+
 /* A container seen running, then removed (`docker rm -f`) while reapd
  * is down: the engine still holds its die, but writes its replay only
  * after the stream's headers. The relist must wait for the replay: sent
@@ -812,14 +828,7 @@ t_relist_waits_for_replay(void **state)
     const struct json_node *rep;
 
     (void)state;
-    st = h_store_start(h);
-    fake_engine_add(h->fe, A, "rm-f", MANAGED, NULL, 1);
-    tu_run_for(h->l, 200);
-    assert_true(has_record(st, A));
-
-    h_stop(h);
-    fake_engine_exit(h->fe, A, 137, 137);
-    fake_engine_remove(h->fe, A, 1);
+    st = removed_while_down(h);
     fake_engine_delay(h->fe, FAKE_EVENTS, 300, NULL);
     h_restart(h, st);
     TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
@@ -847,14 +856,7 @@ t_replay_refused_resumes(void **state)
     const struct json_node *rep;
 
     (void)state;
-    st = h_store_start(h);
-    fake_engine_add(h->fe, A, "rm-f", MANAGED, NULL, 1);
-    tu_run_for(h->l, 200);
-    assert_true(has_record(st, A));
-
-    h_stop(h);
-    fake_engine_exit(h->fe, A, 137, 137);
-    fake_engine_remove(h->fe, A, 1);
+    st = removed_while_down(h);
     fake_engine_fail(h->fe, FAKE_EVENTS, 400, 1, "bad parameter until");
     h_restart(h, st);
     TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
