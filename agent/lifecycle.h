@@ -162,6 +162,7 @@ struct lc {
 
     /* The exit being settled. */
     bool ran;              /* seen running at some point: an exit counts */
+    bool restarting;       /* last seen "restarting": polled till it is not */
     bool exited;           /* an exit was observed for the current run */
     uint64_t exited_at_ms; /* when reapd observed it */
     bool die_seen;

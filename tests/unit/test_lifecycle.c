@@ -656,7 +656,9 @@ check_step(const struct lc *b, const struct lc_obs *o,
 
         switch (x->kind) {
         case ACT_STEP_TIMER:
-            CHECK(cleanup_state(a->state));
+            /* Or the watch on a container the engine is restarting. */
+            CHECK(cleanup_state(a->state) ||
+                  (a->state == LC_RUNNING && a->restarting));
             check_timer(b, o, a, x->ms);
             break;
         case ACT_DEADLINES:
@@ -2572,6 +2574,14 @@ check_caller(const struct walk *w, const struct rec *x)
         CHECK(x->eng == E_GONE);
         break;
     case LC_RUNNING:
+        /* Seen restarting: watched till it is not. */
+        if (c->restarting)
+            CHECK(x->inspecting || x->step_armed);
+        else
+            CHECK(!x->step_armed);
+        CHECK(!x->warn_armed && !x->giveup_armed);
+        CHECK(x->slot == SLOT_NONE);
+        break;
     case LC_KEPT:
     case LC_ABANDONED:
         CHECK(!x->step_armed && !x->warn_armed && !x->giveup_armed);
@@ -2782,6 +2792,12 @@ engine_move(struct walk *w, struct rec *x)
         }
         break;
     case E_RESTARTING:
+        if (d < 15) {
+            /* The restart failed (containerd away): Docker 20.10 marks
+             * it exited and says nothing. */
+            x->eng = E_EXITED;
+            break;
+        }
         x->eng = E_RUNNING;
         task_start(x);
         queue_event(x, ob(OBS_EVENT_START));
@@ -3596,16 +3612,32 @@ restart(enum lc_run run)
     sc_init(&s, p_remove());
     STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
     STEP(&s, ob_die(1), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
-    STEP(&s, ob_insp(run, 0), LC_RUNNING, ACT_STEP_CANCEL,
-         ACT_DEADLINES_CANCEL);
+    if (run == LC_RUN_RESTARTING) {
+        /* Watched till it runs: a failed restart says nothing. */
+        STEP(&s, ob_insp(run, 0), LC_RUNNING, ACT_STEP_CANCEL,
+             ACT_DEADLINES_CANCEL, ACT_STEP_TIMER);
+        assert_true(s.c.restarting);
+    } else {
+        STEP(&s, ob_insp(run, 0), LC_RUNNING, ACT_STEP_CANCEL,
+             ACT_DEADLINES_CANCEL);
+        assert_false(s.c.restarting);
+    }
     assert_false(s.c.exited);
     assert_false(s.c.die_seen);
     assert_int_equal(s.c.anomalies, 0);
     /* Stale timers that fire anyway do nothing. */
     STEP(&s, ob(OBS_TIMER_WARN), LC_RUNNING, NOACT);
     STEP(&s, ob(OBS_TIMER_GIVEUP), LC_RUNNING, NOACT);
+    if (run == LC_RUN_RESTARTING) {
+        STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_INSPECT);
+        STEP(&s, ob_insp(run, 0), LC_RUNNING, ACT_STEP_TIMER);
+        STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, ACT_STEP_CANCEL);
+        assert_false(s.c.restarting);
+    } else {
+        STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, NOACT);
+        STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    }
     STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, NOACT);
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
     /* Restarted once more, by the event this time, while queued. */
     STEP(&s, ob_die(2), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
     STEP(&s, ob_insp(LC_RUN_EXITED, 2), LC_QUEUED, ACT_WANT_SLOT);
@@ -3633,6 +3665,59 @@ test_restart_policy_restarting(void **state)
 {
     (void)state;
     restart(LC_RUN_RESTARTING);
+}
+
+/*
+ * The engine's restart fails (its containerd away): Docker 20.10 marks the
+ * container exited and sends no event. The watch on a container seen
+ * restarting finds the exit; an inspect that fails meanwhile is retried
+ * with the backoff, and the exit is reported with the engine's code.
+ */
+static void
+test_restart_failed_silently(void **state)
+{
+    struct sc s;
+    const struct lc_result *r;
+
+    (void)state;
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    r = sc_step(&s, ob_insp(LC_RUN_RESTARTING, 3));
+    assert_int_equal(s.c.state, LC_RUNNING);
+    assert_int_equal(act_ms(r, ACT_STEP_TIMER), POLL);
+    /* A relist meanwhile says the same: the watch goes on. */
+    STEP(&s, ob_found(LC_RUN_RESTARTING), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_INSPECT);
+    /* The timer again while the inspect is out: no second one. */
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, NOACT);
+    r = sc_step(&s, ob(OBS_INSPECT_FAILED));
+    assert_int_equal(s.c.state, LC_RUNNING);
+    ACTS(r, ACT_STEP_TIMER);
+    assert_int_equal(s.c.inspect_failures, 1);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_RESTARTING, 3), LC_RUNNING, ACT_STEP_TIMER);
+    assert_int_equal(s.c.inspect_failures, 0);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_INSPECT);
+    /* Exited, silently: the exit begins here. */
+    s.now += 5000;
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_SETTLING, ACT_DEADLINES,
+         ACT_INSPECT);
+    assert_false(s.c.restarting);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    assert_int_equal(s.c.exit_code, 3);
+    assert_int_equal(s.c.source, LC_SRC_INSPECT);
+    /* Not watched any more: a stale timer does nothing in RUNNING's
+     * place, and an ordinary running container is never polled. */
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_found(LC_RUN_RUNNING), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, NOACT);
+    /* Found restarting by a relist (a restarted reapd): watched too;
+     * found running again, the watch ends. */
+    STEP(&s, ob_found(LC_RUN_RESTARTING), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob_found(LC_RUN_RUNNING), LC_RUNNING, ACT_STEP_CANCEL);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, NOACT);
 }
 
 static void
@@ -4348,7 +4433,7 @@ test_start_exited_restarting(void **state)
     (void)state;
     sc_start_exited(&s, p_remove());
     STEP(&s, ob_insp(LC_RUN_RESTARTING, 1), LC_RUNNING, ACT_STEP_CANCEL,
-         ACT_DEADLINES_CANCEL);
+         ACT_DEADLINES_CANCEL, ACT_STEP_TIMER);
     assert_true(s.c.ran);
     assert_int_equal(s.reports, 0);
 }
@@ -4536,8 +4621,8 @@ test_containerd_second_task_exit_255(void **state)
     STEP(&s, ob_task_exit(3), LC_RUNNING, NOACT);
     STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
     STEP(&s, ob_insp(LC_RUN_RESTARTING, 3), LC_RUNNING, ACT_STEP_CANCEL,
-         ACT_DEADLINES_CANCEL);
-    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+         ACT_DEADLINES_CANCEL, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, ACT_STEP_CANCEL);
     STEP(&s, ob_task_exit(255), LC_RUNNING, NOACT);
     assert_int_equal(s.c.task_exit_code, 255);
 }
@@ -5358,7 +5443,7 @@ test_containerd_restart_clears_facts(void **state)
     STEP(&s, ob(OBS_TASK_DELETE_EVENT), LC_RUNNING, NOACT);
     STEP(&s, ob_die(1), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
     STEP(&s, ob_insp(LC_RUN_RESTARTING, 1), LC_RUNNING, ACT_STEP_CANCEL,
-         ACT_DEADLINES_CANCEL);
+         ACT_DEADLINES_CANCEL, ACT_STEP_TIMER);
     assert_false(s.c.task_exit_seen);
     assert_false(s.c.task_delete_seen);
     assert_false(s.c.task_gone_polled);
@@ -6103,6 +6188,7 @@ main(void)
         cmocka_unit_test(test_delete_timeout_genuine_255),
         cmocka_unit_test(test_delete_timeout_die_after_inspect),
         cmocka_unit_test(test_restart_policy_restarting),
+        cmocka_unit_test(test_restart_failed_silently),
         cmocka_unit_test(test_restart_policy_running),
         cmocka_unit_test(test_removed_by_someone_else),
         cmocka_unit_test(test_removed_by_someone_else_gone_first),

@@ -426,6 +426,36 @@ t_restart_is_not_final(void **state)
     h_free(h);
 }
 
+/*
+ * The restart the engine's policy tried failed (its containerd away):
+ * Docker 20.10 marks it exited and sends no event at all. The watch on a
+ * container seen restarting finds it, and it is reported and removed.
+ * Without the watch, it stays unreported and leaked (the chaos soak).
+ */
+static void
+t_restart_failed_silently(void **state)
+{
+    struct tu_reapd *h = started("");
+    const struct json_node *rep;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "rs", MANAGED, NULL, 1);
+    tu_run_for(h->l, 50);
+    fake_engine_exit(h->fe, A, 3, 3);
+    fake_engine_set_state(h->fe, A, "restarting");
+    tu_run_for(h->l, 1200);
+    assert_int_equal(h->nreports, 0);
+    assert_true(fake_engine_has(h->fe, A));
+    fake_engine_set_state(h->fe, A, "exited");
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 3);
+    assert_true(is_true(rep, "removed"));
+    assert_false(fake_engine_has(h->fe, A));
+    assert_int_equal(h->nreports, 1);
+    h_free(h);
+}
+
 static int
 streams_reconnected(struct tu_reapd *h, const void *n)
 {
@@ -2139,12 +2169,46 @@ fill_free_pages(struct store *st)
  * store, or reapd killed before the disk frees up would have nothing
  * left of that exit. The next start makes the report again. (Found by
  * the chaos soak: an exit lost.) */
+/* What reaper_on_unstored handed over: the reports only in memory. */
+struct unstored_seen {
+    int n;
+    char cid[4][80];
+    char rid[4][48];
+};
+
+static void
+on_unstored(const char *report_id, const char *container_id, const char *json,
+            size_t len, void *arg)
+{
+    struct unstored_seen *u = arg;
+
+    assert_true(len > 0 && json[len - 1] == '}');
+    assert_non_null(strstr(json, report_id));
+    if (u->n < 4) {
+        snprintf(u->cid[u->n], sizeof(u->cid[0]), "%s", container_id);
+        snprintf(u->rid[u->n], sizeof(u->rid[0]), "%s", report_id);
+    }
+    u->n++;
+}
+
+static const char *
+unstored_rid(const struct unstored_seen *u, const char *cid)
+{
+    int i;
+
+    for (i = 0; i < u->n && i < 4; i++)
+        if (strcmp(u->cid[i], cid) == 0)
+            return u->rid[i];
+    return "";
+}
+
 static void
 t_report_only_in_memory_keeps_record(void **state)
 {
     struct tu_reapd *h = h_new("");
     struct store *st = h_store_start(h);
     struct report_log *rl = h->rl;
+    struct unstored_seen u = {0};
     char labels[8192];
     const struct json_node *rep;
     int n0;
@@ -2163,6 +2227,7 @@ t_report_only_in_memory_keeps_record(void **state)
     h->rl = NULL;
     h_restart(h, st);
     h->rl = rl;
+    reaper_on_unstored(h->r, on_unstored, &u);
     TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
     /* Their answers held and released together: the DELETEs in one
      * turn, and the reports, C's (the third) waiting for the turn's
@@ -2193,6 +2258,11 @@ t_report_only_in_memory_keeps_record(void **state)
     assert_true(has_record(st, A));
     assert_true(has_record(st, B));
     assert_true(has_record(st, C));
+    /* Their only copies were handed to delivery meanwhile, each once. */
+    assert_int_equal(u.n, 3);
+    assert_string_not_equal(unstored_rid(&u, A), "");
+    assert_string_not_equal(unstored_rid(&u, B), "");
+    assert_string_not_equal(unstored_rid(&u, C), "");
 
     /* Killed; room again; the next start reports them. */
     h_stop(h);
@@ -2209,6 +2279,11 @@ t_report_only_in_memory_keeps_record(void **state)
     rep = report_for(h, C);
     assert_int_equal(int_of(rep, "exit_code"), 7);
     assert_true(is_true(rep, "removed"));
+    /* The same reports (ids) as delivery had from memory. */
+    assert_string_equal(json_string(json_get(report_for(h, A), "report_id")),
+                        unstored_rid(&u, A));
+    assert_string_equal(json_string(json_get(report_for(h, C), "report_id")),
+                        unstored_rid(&u, C));
     tu_run_for(h->l, 300);
     assert_int_equal(h->nreports, 3);
     assert_false(has_record(st, A));
@@ -2387,6 +2462,7 @@ main(void)
         cmocka_unit_test(t_create_event_decides),
         cmocka_unit_test(t_exit_code_label_masks_die_event),
         cmocka_unit_test(t_restart_is_not_final),
+        cmocka_unit_test(t_restart_failed_silently),
         cmocka_unit_test(t_stream_cut_and_missed_exit),
         cmocka_unit_test(t_garbage_stream_steps_over),
         cmocka_unit_test(t_gap_relists),
