@@ -26,12 +26,35 @@ log "X's task leaked: $(ctr_tasks | grep "^$x")"
 
 # From now on runc deletes quickly, so the reap itself is fast.
 slowrunc_delay 0
-reapd_start "$REAPD_BIN" "{\"containerd\": {\"socket\": \"$(ctr_sock)\", \"audit_interval_ms\": 1000}}"
+# Stopped before reapd looks (its status is UNKNOWN while the engine's
+# slow delete still runs): only a stopped task is reaped, so the first
+# audit below could reap it, and must not.
+task_stopped() { ctr_tasks | grep "^$x" | grep -q STOPPED; }
+wait_until 90 "X's task to be STOPPED" task_stopped
+# No periodic audit (0): the reconcile at the subscription is the first
+# look; the second comes when asked, so "two audits in a row" is seen.
+reapd_start "$REAPD_BIN" "{\"containerd\": {\"socket\": \"$(ctr_sock)\", \"audit_interval_ms\": 0}}"
+REAPCTL="$(dirname "$REAPD_BIN")/reapctl"
+[ -x "$REAPCTL" ] || fail "no reapctl next to $REAPD_BIN (build the project)"
+ctl() { "$REAPCTL" --socket "$D/admin.sock" "$@"; }
 
 leaks_has_x() {
   curl -s "$REAPD_URL/v1/leaks" | jq -e --arg id "$x" '.leaks | any(.container_id == $id)' >/dev/null
 }
-wait_until 30 "the audit to list X on /v1/leaks" leaks_has_x
+x_listed_or_gone() { leaks_has_x || ! ctr_tasks | grep -q "^$x"; }
+wait_until 30 "the audit to list X on /v1/leaks" x_listed_or_gone
+leaks_has_x || fail "X's task reaped at the first audit that saw it"
+# Seen once: listed, never reaped on one sighting (a container the engine
+# is still creating looks the same).
+sleep 3
+leaks=$(curl -s "$REAPD_URL/v1/leaks")
+assert_json "$leaks" --arg id "$x" \
+  '.leaks | map(select(.container_id == $id)) | .[0] | .audits_seen == 1 and .reaping == false' \
+  "X after one audit"
+ctr_tasks | grep -q "^$x" || fail "X's task reaped after one audit"
+# The second audit in a row reaps it.
+out=$(ctl audit)
+assert_json "$out" '.done == true' "reapctl audit"
 # Task, containerd container and shim all gone, by a deadline.
 assert_no_task "$x" 60
 wait_until 10 "X to leave /v1/leaks" bash -c "! curl -s $REAPD_URL/v1/leaks | jq -e --arg id $x '.leaks | any(.container_id == \$id)' >/dev/null"

@@ -683,6 +683,45 @@ t_give_up(void **state)
     h_free(h);
 }
 
+/* 0 is "never", for both deadlines: a cleanup that fails for a long
+ * while is still waited for, and reported removed once it works; with
+ * warn_after_ms 0 it is not even flagged slow. */
+static void
+t_give_up_zero_is_never(void **state)
+{
+    static const char *const cfgs[] = {
+        ",\"give_up_after_ms\":0,\"warn_after_ms\":100",
+        ",\"give_up_after_ms\":0,\"warn_after_ms\":0",
+    };
+    const struct json_node *rep;
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < 2; i++) {
+        struct tu_reapd *h = started(cfgs[i]);
+
+        fake_engine_add(h->fe, A, "patient", MANAGED, NULL, 1);
+        tu_run_for(h->l, 50);
+        fake_engine_fail(h->fe, FAKE_DELETE, 500, 1000, "broken for now");
+        fake_engine_exit(h->fe, A, 3, 3);
+        tu_run_for(h->l, 1500);
+        assert_int_equal(h->nreports, 0);
+        assert_true(fake_engine_has(h->fe, A));
+        fake_engine_fail(h->fe, FAKE_DELETE, 0, 0, NULL);
+        TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+        rep = report_for(h, A);
+        assert_true(is_true(rep, "removed"));
+        assert_int_equal(int_of(rep, "exit_code"), 3);
+        assert_false(has_anomaly(rep, "cleanup_gave_up"));
+        assert_true(has_anomaly(rep, "delete_retried"));
+        if (i == 0)
+            assert_true(has_anomaly(rep, "cleanup_slow"));
+        else
+            assert_false(has_anomaly(rep, "cleanup_slow"));
+        h_free(h);
+    }
+}
+
 /* reapd killed: its docker client and reaper gone, the store kept. */
 static void
 h_stop(struct tu_reapd *h)
@@ -732,27 +771,46 @@ h_store_start(struct tu_reapd *h)
  * and its report id would differ. Not reported a second time; a die
  * after the last report is. (Found by the chaos soak: one exit, two
  * report ids.) */
+/*
+ * A die replayed after a restart, for a container already reported and
+ * gone: a report made at or after the die's time (less a second of
+ * slack: the die's time is the engine's clock) covers it. The corners:
+ * a die 5 s before the report and one exactly 1,000 ms after it are
+ * covered; one 1,001 ms after it is a later exit, reported. B was never
+ * reported.
+ */
 static void
 t_replayed_die_already_reported(void **state)
 {
+    static const char *const D =
+        "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd4";
+    const char *ids[4];
+    const int64_t after[4] = {-5000, 0, 1000, 1001};
     struct tu_reapd *h = h_new("");
     struct store *st = NULL;
-    char err[256], line[1024];
+    char err[256], line[1024], rid[40];
     int64_t now_ms = report_now_ms();
     size_t i;
 
     (void)state;
+    ids[0] = A;
+    ids[1] = B;
+    ids[2] = C;
+    ids[3] = D;
     assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-    assert_int_equal(store_add_report(st, "0123456789abcdef0123456789abcdef",
-                                      A, "{}", 2, now_ms),
-                     STORE_OK);
+    for (i = 0; i < 4; i++) {
+        if (i == 1)
+            continue;
+        snprintf(rid, sizeof(rid), "0123456789abcdef0123456789abcde%zu", i);
+        assert_int_equal(store_add_report(st, rid, ids[i], "{}", 2, now_ms),
+                         STORE_OK);
+    }
     assert_int_equal(store_flush(st), STORE_OK);
     reaper_set_store(h->r, st);
     assert_int_equal(reaper_start(h->r), 0);
     TU_RUN_UNTIL(h->l, reaper_ready(h->r, NULL), 3000);
-    /* A's die from before its report, and B's (never reported). */
-    for (i = 0; i < 2; i++) {
-        long long nano = (now_ms - 5000) * 1000000LL;
+    for (i = 0; i < 4; i++) {
+        long long nano = (now_ms + after[i]) * 1000000LL;
 
         snprintf(line, sizeof(line),
                  "{\"Type\":\"container\",\"Action\":\"die\",\"Actor\":{"
@@ -760,13 +818,15 @@ t_replayed_die_already_reported(void **state)
                  "\"image\":\"img:1\",\"name\":\"n%zu\","
                  "\"reapd.managed\":\"true\"}},\"time\":%lld,"
                  "\"timeNano\":%lld}\n",
-                 i == 0 ? A : B, i, nano / 1000000000, nano);
+                 ids[i], i, nano / 1000000000, nano);
         fake_engine_stream_raw(h->fe, line);
     }
-    TU_RUN_UNTIL(h->l, has_report(h, B), 5000);
+    TU_RUN_UNTIL(h->l, has_report(h, B) && has_report(h, D), 5000);
     tu_run_for(h->l, 300);
     assert_false(has_report(h, A));
-    assert_int_equal(h->nreports, 1);
+    assert_false(has_report(h, C));
+    assert_int_equal(int_of(report_for(h, D), "exit_code"), 3);
+    assert_int_equal(h->nreports, 2);
     h_drop_store(h, st);
     h_free(h);
 }
@@ -2470,6 +2530,7 @@ main(void)
         cmocka_unit_test(t_bulky_containers),
         cmocka_unit_test(t_exited_before_start_found_by_relist),
         cmocka_unit_test(t_give_up),
+        cmocka_unit_test(t_give_up_zero_is_never),
         cmocka_unit_test(t_keep_policy),
         cmocka_unit_test(t_corner_unsaved_report_of_kept_keeps_record),
     };
