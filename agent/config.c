@@ -69,6 +69,9 @@
  *   policies[].report            true                  boolean
  *   policies[].allow_match_all   false                 boolean
  *   default_action               "ignore"              remove | keep | ignore
+ *   labels.allow                 [] (all)              fnmatch globs of
+ *   labels.deny                  []                    label keys (<= 64
+ *                                                      each, <= 256 B)
  *   log.level                    "info"                debug|info|warn|error
  *   log.format                   "text"                text | json
  *
@@ -1107,6 +1110,86 @@ parse_policies(struct ctx *c, const struct json_node *arr, struct config *cfg)
     }
 }
 
+/* ---- the labels kept -------------------------------------------------- */
+
+/* One list of globs ("allow" or "deny") into *out / *n, replacing what
+ * was there (a duplicate key, already reported, must not leak). */
+static void
+parse_globs(struct ctx *c, const struct json_node *arr, const char *path,
+            char ***out, size_t *n)
+{
+    char g[SHOW_MAX + 4], sub[48];
+    const char *why;
+    size_t i;
+
+    if (!expect_type(c, arr, JSON_ARRAY, "an array of globs", path))
+        return;
+    for (i = 0; i < *n; i++)
+        free((*out)[i]);
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    if (arr->count > CONFIG_LABEL_GLOBS) {
+        problem(c, arr->items[CONFIG_LABEL_GLOBS]->offset,
+                "%s: more than %d globs", path, CONFIG_LABEL_GLOBS);
+        return;
+    }
+    *out = calloc(arr->count ? arr->count : 1, sizeof(**out));
+    if (*out == NULL) {
+        c->oom = true;
+        return;
+    }
+    for (i = 0; i < arr->count; i++) {
+        const struct json_node *m = arr->items[i];
+
+        snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
+        if (!expect_type(c, m, JSON_STRING, "a string", sub))
+            continue;
+        if (strlen(m->str) != m->len) {
+            problem(c, m->offset, "%s: must not contain NUL characters", sub);
+            continue;
+        }
+        if (m->len > CONFIG_LABEL_GLOB_MAX) {
+            problem(c, m->offset, "%s: glob longer than %d bytes", sub,
+                    CONFIG_LABEL_GLOB_MAX);
+            continue;
+        }
+        why = glob_problem(m->str);
+        if (why) {
+            problem(c, m->offset, "%s: invalid glob \"%s\": %s", sub,
+                    show(g, m->str, m->len), why);
+            continue;
+        }
+        (*out)[*n] = strdup(m->str);
+        if ((*out)[*n] == NULL)
+            c->oom = true;
+        else
+            (*n)++;
+    }
+}
+
+static void
+parse_label_filter(struct ctx *c, const struct json_node *obj,
+                   struct config *cfg)
+{
+    struct label_filter *f = &cfg->labels;
+    size_t i;
+
+    if (!expect_type(c, obj, JSON_OBJECT, "an object", "labels"))
+        return;
+    check_duplicates(c, obj, "labels", false);
+    for (i = 0; i < obj->count; i++) {
+        const struct json_node *m = obj->items[i];
+
+        if (strcmp(m->key, "allow") == 0)
+            parse_globs(c, m, "labels.allow", &f->allow, &f->nallow);
+        else if (strcmp(m->key, "deny") == 0)
+            parse_globs(c, m, "labels.deny", &f->deny, &f->ndeny);
+        else
+            unknown_key(c, m, "labels");
+    }
+}
+
 /* ---- the whole document ------------------------------------------------ */
 
 static void
@@ -1192,6 +1275,8 @@ parse_root(struct ctx *c, const struct json_node *root, struct config *cfg)
                          &cfg->policies.default_action);
         else if (strcmp(k, "log") == 0)
             parse_log(c, m, cfg);
+        else if (strcmp(k, "labels") == 0)
+            parse_label_filter(c, m, cfg);
         else
             unknown_key(c, m, NULL);
     }
@@ -1481,6 +1566,7 @@ config_free(struct config *cfg)
     }
     free(cfg->upstream_headers);
     policy_set_clear(&cfg->policies);
+    label_filter_clear(&cfg->labels);
     free(cfg->source);
     free(cfg);
 }
@@ -1613,6 +1699,18 @@ gen_policy(yajl_gen g, const struct policy *p)
     yajl_gen_map_close(g);
 }
 
+static void
+gen_globs(yajl_gen g, const char *key, char *const *globs, size_t n)
+{
+    size_t i;
+
+    jw_str(g, key);
+    yajl_gen_array_open(g);
+    for (i = 0; i < n; i++)
+        jw_str(g, globs[i]);
+    yajl_gen_array_close(g);
+}
+
 char *
 config_to_json(const struct config *cfg, bool redact, size_t *len)
 {
@@ -1670,6 +1768,11 @@ config_to_json(const struct config *cfg, bool redact, size_t *len)
     yajl_gen_array_close(g);
     jw_str(g, "default_action");
     jw_str(g, policy_action_name(cfg->policies.default_action));
+    jw_str(g, "labels");
+    yajl_gen_map_open(g);
+    gen_globs(g, "allow", cfg->labels.allow, cfg->labels.nallow);
+    gen_globs(g, "deny", cfg->labels.deny, cfg->labels.ndeny);
+    yajl_gen_map_close(g);
     jw_str(g, "log");
     yajl_gen_map_open(g);
     jw_str(g, "level");

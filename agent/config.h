@@ -15,6 +15,10 @@
 #include "log.h"
 #include "policy.h"
 
+/* The "labels" filter's bounds: globs per list, bytes per glob. */
+#define CONFIG_LABEL_GLOBS    64
+#define CONFIG_LABEL_GLOB_MAX 256
+
 struct config_header {
     char *name;
     char *value;
@@ -78,6 +82,10 @@ struct config {
     int64_t reports_log_keep;      /* 5 */
 
     struct policy_set policies;
+    /* The labels reapd keeps of each container, taken in through it (the
+     * engine's events, lists and inspects) besides those a policy names;
+     * default: empty, all kept. */
+    struct label_filter labels;
 
     enum log_level log_level;   /* info */
     enum log_format log_format; /* text */

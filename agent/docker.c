@@ -37,8 +37,8 @@ struct docker {
     struct docker_engine_info engine; /* the last /version answer */
     bool engine_known;
     struct docker_req *reqs; /* in flight, for docker_free */
-    events_label_cb wanted;  /* labels a policy names */
-    void *wanted_arg;
+    /* The labels a policy names, and the operator's filter. */
+    struct docker_label_rules rules;
 
     /* The events subscription: /version, then /events. */
     struct stream *st;
@@ -138,8 +138,7 @@ struct docker_doc {
     enum doc_kind kind;
     struct json_stream *js;
     struct json_node *root;
-    events_label_cb wanted;
-    void *wanted_arg;
+    struct docker_label_rules rules;
     size_t others; /* labels kept in the current Labels object, unwanted */
     size_t named;  /* ... and named by a policy (duplicates are bounded) */
 };
@@ -155,8 +154,7 @@ struct docker_parsed {
  * entry at a time. */
 struct docker_list {
     struct json_node *root;
-    events_label_cb wanted;
-    void *wanted_arg;
+    struct docker_label_rules rules;
     struct docker_container cur;
     struct policy_label *labels;
     size_t labels_cap;
@@ -171,10 +169,15 @@ docker_key_is(const char *key, size_t len, const char *want)
 static int
 label_rule(struct docker_doc *doc, const char *key, size_t len, int cut)
 {
+    const struct docker_label_rules *r = &doc->rules;
+
     if (cut || len > LIMIT_LABEL_KEY)
         return JSON_DROP;
-    if (doc->wanted != NULL && doc->wanted(key, len, doc->wanted_arg))
+    if (r->wanted != NULL && r->wanted(key, len, r->wanted_arg))
         return doc->named++ < LIMIT_POLICY_LABELS ? T_LEAF : JSON_DROP;
+    /* Refused by choice, not cut by a limit: not flagged. */
+    if (r->kept != NULL && !r->kept(key, len, r->kept_arg))
+        return JSON_SKIP;
     if (doc->others >= LIMIT_LABELS)
         return JSON_DROP;
     doc->others++;
@@ -254,7 +257,7 @@ doc_free(struct docker_doc *doc)
 }
 
 static struct docker_doc *
-doc_new(enum doc_kind kind, events_label_cb wanted, void *arg)
+doc_new(enum doc_kind kind, const struct docker_label_rules *rules)
 {
     struct docker_doc *doc = calloc(1, sizeof(*doc));
     /* Strings are cut, not refused; the size as sent is not bounded, as
@@ -267,8 +270,8 @@ doc_new(enum doc_kind kind, events_label_cb wanted, void *arg)
     if (doc == NULL)
         return NULL;
     doc->kind = kind;
-    doc->wanted = wanted;
-    doc->wanted_arg = arg;
+    if (rules != NULL)
+        doc->rules = *rules;
     doc->js = json_stream_new(&lim, JSON_TRUNCATE, keep_doc, doc);
     if (doc->js == NULL) {
         free(doc);
@@ -554,8 +557,8 @@ inspect_from(struct json_node *root, const struct docker_doc *doc,
     c->image = cstr(img);
     c->image_truncated = cut(img);
     c->labels = p->labels;
-    c->nlabels =
-        take_labels(labels, p->labels, c, doc->wanted, doc->wanted_arg);
+    c->nlabels = take_labels(labels, p->labels, c, doc->rules.wanted,
+                             doc->rules.wanted_arg);
     status = cstr(json_get(st, "Status"));
     if (lc_run_parse(status, &c->state.run) != 0) {
         snprintf(err, errlen, "inspect: unknown State.Status \"%.40s\"",
@@ -648,8 +651,8 @@ list_from(struct json_node *root, const struct docker_doc *doc,
     for (i = 0; i < root->count; i++) {
         struct docker_container *c = &p->items[p->n];
 
-        if (list_item(root->items[i], c, p->labels + lab, doc->wanted,
-                      doc->wanted_arg) != 0)
+        if (list_item(root->items[i], c, p->labels + lab, doc->rules.wanted,
+                      doc->rules.wanted_arg) != 0)
             continue;
         lab += c->nlabels;
         p->n++;
@@ -660,21 +663,49 @@ list_from(struct json_node *root, const struct docker_doc *doc,
     return 0;
 }
 
-/* One body in one piece, through the same filter as a streamed one. */
+/* One body, in pieces of `chunk` bytes (0: whole), through the same
+ * filter as a streamed one. */
 static struct json_node *
-parse_whole(struct docker_doc *doc, const char *body, size_t len, char *err,
-            size_t errlen)
+parse_whole(struct docker_doc *doc, const char *body, size_t len, size_t chunk,
+            char *err, size_t errlen)
 {
+    size_t off = 0, k;
+
     if (doc == NULL) {
         snprintf(err, errlen, "out of memory");
         return NULL;
     }
-    if (doc_feed(doc, body, len) != 0) {
-        snprintf(err, errlen, "%s at byte %zu", json_stream_error(doc->js),
-                 json_stream_error_offset(doc->js));
-        return NULL;
-    }
+    if (chunk == 0 || chunk > len)
+        chunk = len;
+    do {
+        k = len - off < chunk ? len - off : chunk;
+        if (doc_feed(doc, body + off, k) != 0) {
+            snprintf(err, errlen, "%s at byte %zu", json_stream_error(doc->js),
+                     json_stream_error_offset(doc->js));
+            return NULL;
+        }
+        off += k;
+    } while (off < len);
     return doc_finish(doc, err, errlen);
+}
+
+int
+docker_parse_inspect_with(const char *body, size_t len, size_t chunk,
+                          const struct docker_label_rules *rules,
+                          struct docker_parsed **ctx,
+                          const struct docker_container **out, char *err,
+                          size_t errlen)
+{
+    struct docker_doc *doc = doc_new(DOC_INSPECT, rules);
+    struct json_node *root;
+    int rc = -1;
+
+    *ctx = NULL;
+    root = parse_whole(doc, body, len, chunk, err, errlen);
+    if (root != NULL)
+        rc = inspect_from(root, doc, ctx, out, err, errlen);
+    doc_free(doc);
+    return rc;
 }
 
 int
@@ -682,14 +713,25 @@ docker_parse_inspect(const char *body, size_t len, struct docker_parsed **ctx,
                      const struct docker_container **out, char *err,
                      size_t errlen)
 {
-    struct docker_doc *doc = doc_new(DOC_INSPECT, NULL, NULL);
+    return docker_parse_inspect_with(body, len, 0, NULL, ctx, out, err,
+                                     errlen);
+}
+
+int
+docker_parse_list_with(const char *body, size_t len, size_t chunk,
+                       const struct docker_label_rules *rules,
+                       struct docker_parsed **ctx,
+                       const struct docker_container **out, size_t *n,
+                       char *err, size_t errlen)
+{
+    struct docker_doc *doc = doc_new(DOC_LIST, rules);
     struct json_node *root;
     int rc = -1;
 
     *ctx = NULL;
-    root = parse_whole(doc, body, len, err, errlen);
+    root = parse_whole(doc, body, len, chunk, err, errlen);
     if (root != NULL)
-        rc = inspect_from(root, doc, ctx, out, err, errlen);
+        rc = list_from(root, doc, ctx, out, n, err, errlen);
     doc_free(doc);
     return rc;
 }
@@ -699,16 +741,8 @@ docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
                   const struct docker_container **out, size_t *n, char *err,
                   size_t errlen)
 {
-    struct docker_doc *doc = doc_new(DOC_LIST, NULL, NULL);
-    struct json_node *root;
-    int rc = -1;
-
-    *ctx = NULL;
-    root = parse_whole(doc, body, len, err, errlen);
-    if (root != NULL)
-        rc = list_from(root, doc, ctx, out, n, err, errlen);
-    doc_free(doc);
-    return rc;
+    return docker_parse_list_with(body, len, 0, NULL, ctx, out, n, err,
+                                  errlen);
 }
 
 /* ---- requests --------------------------------------------------------- */
@@ -835,8 +869,7 @@ list_hand_over(struct docker_req *r, enum docker_status st,
         return;
     }
     l->root = root;
-    l->wanted = r->doc->wanted;
-    l->wanted_arg = r->doc->wanted_arg;
+    l->rules = r->doc->rules;
     r->cb.list_owned(st, l, root->count, msg, r->arg);
 }
 
@@ -861,7 +894,8 @@ docker_list_entry(struct docker_list *l, size_t i,
         l->labels = nl;
         l->labels_cap = need;
     }
-    if (list_item(it, &l->cur, l->labels, l->wanted, l->wanted_arg) != 0)
+    if (list_item(it, &l->cur, l->labels, l->rules.wanted,
+                  l->rules.wanted_arg) != 0)
         return 1;
     *out = &l->cur;
     return 0;
@@ -963,8 +997,8 @@ docker_start_req(struct docker *d, enum req_kind kind, const char *method,
     else
         r->cb.del = (docker_delete_cb)cb;
     if (kind != REQ_DELETE) {
-        r->doc = doc_new(kind == REQ_INSPECT ? DOC_INSPECT : DOC_LIST,
-                         d->wanted, d->wanted_arg);
+        r->doc =
+            doc_new(kind == REQ_INSPECT ? DOC_INSPECT : DOC_LIST, &d->rules);
         if (r->doc == NULL) {
             free(r);
             return NULL;
@@ -1302,7 +1336,8 @@ open_events(struct docker *d)
         docker_watch_retry(d, "events: out of memory");
         return;
     }
-    events_parser_set_labels(d->parser, d->wanted, d->wanted_arg);
+    events_parser_set_labels(d->parser, d->rules.wanted, d->rules.wanted_arg);
+    events_parser_set_filter(d->parser, d->rules.kept, d->rules.kept_arg);
     d->parser_rejected = 0;
     if (d->replaying) {
         /* Every type: the count tells whether the engine's buffer was
@@ -1470,10 +1505,19 @@ docker_watch_rejected(const struct docker *d)
 void
 docker_set_labels(struct docker *d, events_label_cb wanted, void *arg)
 {
-    d->wanted = wanted;
-    d->wanted_arg = arg;
+    d->rules.wanted = wanted;
+    d->rules.wanted_arg = arg;
     if (d->parser != NULL)
         events_parser_set_labels(d->parser, wanted, arg);
+}
+
+void
+docker_set_label_filter(struct docker *d, events_label_cb kept, void *arg)
+{
+    d->rules.kept = kept;
+    d->rules.kept_arg = arg;
+    if (d->parser != NULL)
+        events_parser_set_filter(d->parser, kept, arg);
 }
 
 bool

@@ -87,6 +87,12 @@ void docker_free(struct docker *d);
 /* The labels that policies name, kept whatever the limits (in answers
  * and events parsed from now on); `wanted` may be NULL. */
 void docker_set_labels(struct docker *d, events_label_cb wanted, void *arg);
+/* The operator's label filter, for answers and events parsed from now
+ * on: a label `kept` refuses and no policy names is left out as if the
+ * engine had not sent it (labels_truncated says only what the limits
+ * cut). NULL keeps all. */
+void docker_set_label_filter(struct docker *d, events_label_cb kept,
+                             void *arg);
 
 /* The API version in use ("1.41"), once negotiated; else NULL. */
 const char *docker_api_version(const struct docker *d);
@@ -202,6 +208,27 @@ int docker_parse_engine(const char *body, size_t len,
                         struct docker_engine_info *out, char *err,
                         size_t errlen);
 void docker_parsed_free(struct docker_parsed *ctx);
+
+/* The label rules of a parse: `wanted` and `kept` as docker_set_labels
+ * and docker_set_label_filter take them (either may be NULL). */
+struct docker_label_rules {
+    events_label_cb wanted;
+    void *wanted_arg;
+    events_label_cb kept;
+    void *kept_arg;
+};
+/* docker_parse_inspect and docker_parse_list under `rules` (NULL: none),
+ * the body fed in pieces of `chunk` bytes (0: whole) as from the engine. */
+int docker_parse_inspect_with(const char *body, size_t len, size_t chunk,
+                              const struct docker_label_rules *rules,
+                              struct docker_parsed **ctx,
+                              const struct docker_container **out, char *err,
+                              size_t errlen);
+int docker_parse_list_with(const char *body, size_t len, size_t chunk,
+                           const struct docker_label_rules *rules,
+                           struct docker_parsed **ctx,
+                           const struct docker_container **out, size_t *n,
+                           char *err, size_t errlen);
 
 /* Is `s` exactly 64 lowercase hex digits? */
 bool docker_valid_id(const char *s);

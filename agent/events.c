@@ -45,6 +45,8 @@ struct events_parser {
     void *arg;
     events_label_cb wanted;
     void *wanted_arg;
+    events_label_cb kept; /* the operator's filter, or NULL */
+    void *kept_arg;
     struct event_attr *attrs; /* reused by every event */
     size_t attrs_cap;
     size_t others; /* labels kept in this event's Attributes, not wanted */
@@ -219,6 +221,9 @@ filter(int tag, const char *key, size_t len, int cut, size_t index, void *arg)
             p->filter_dropped++;
             return JSON_SKIP;
         }
+        /* Refused by choice, not cut by a limit: not counted. */
+        if (p->kept != NULL && !p->kept(key, len, p->kept_arg))
+            return JSON_SKIP;
         if (p->others < p->lim.max_attrs) {
             p->others++;
             return E_LEAF;
@@ -395,6 +400,14 @@ events_parser_set_labels(struct events_parser *p, events_label_cb wanted,
 {
     p->wanted = wanted;
     p->wanted_arg = arg;
+}
+
+void
+events_parser_set_filter(struct events_parser *p, events_label_cb kept,
+                         void *arg)
+{
+    p->kept = kept;
+    p->kept_arg = arg;
 }
 
 void

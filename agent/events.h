@@ -11,11 +11,12 @@
  * No event can stop the stream. Attributes carry every label of the
  * container, so an event is as big as its labels: values are cut to
  * LIMIT_LABEL_VALUE and flagged, labels past the limits are dropped and
- * counted (never one a policy names), and nothing else of the object is
- * kept. An object that is malformed, too deep or too big is rejected:
- * counted, its message kept, and the parser resumes after the end of its
- * line (the engine writes one event per line), so one bad event never
- * costs a reconnect that the engine's replay (since=) would repeat.
+ * counted (never one a policy names), labels the operator's filter
+ * refuses are left out unseen, and nothing else of the object is kept. An
+ * object that is malformed, too deep or too big is rejected: counted, its
+ * message kept, and the parser resumes after the end of its line (the engine
+ * writes one event per line), so one bad event never costs a reconnect that
+ * the engine's replay (since=) would repeat.
  */
 #ifndef REAPD_EVENTS_H
 #define REAPD_EVENTS_H
@@ -87,6 +88,13 @@ void events_parser_free(struct events_parser *p);
 
 /* The labels to keep whatever the limits; `wanted` may be NULL. */
 void events_parser_set_labels(struct events_parser *p, events_label_cb wanted,
+                              void *arg);
+
+/* The operator's filter (config "labels"): a label `kept` refuses and
+ * `wanted` does not name is left out as if the engine had not sent it,
+ * not counted in attrs_dropped (which says the limits cut something).
+ * NULL keeps all. */
+void events_parser_set_filter(struct events_parser *p, events_label_cb kept,
                               void *arg);
 
 /*

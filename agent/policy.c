@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bounds.h"
+
 static const char *const action_names[] = {
     [POLICY_IGNORE] = "ignore",
     [POLICY_KEEP] = "keep",
@@ -86,6 +88,49 @@ policy_set_names_label(const struct policy_set *set, const char *key,
                 return true;
     }
     return false;
+}
+
+static bool
+any_glob(char *const *globs, size_t n, const char *s)
+{
+    size_t i;
+
+    for (i = 0; i < n; i++)
+        if (fnmatch(globs[i], s, 0) == 0)
+            return true;
+    return false;
+}
+
+bool
+label_filter_keeps(const struct label_filter *f, const char *key, size_t len)
+{
+    char k[LIMIT_LABEL_KEY + 1];
+
+    if (f == NULL || (f->nallow == 0 && f->ndeny == 0) ||
+        len > LIMIT_LABEL_KEY || memchr(key, '\0', len) != NULL)
+        return true;
+    /* Keys from the parsers are not NUL-terminated; fnmatch needs one. */
+    memcpy(k, key, len);
+    k[len] = '\0';
+    if (f->nallow > 0 && !any_glob(f->allow, f->nallow, k))
+        return false;
+    return !any_glob(f->deny, f->ndeny, k);
+}
+
+void
+label_filter_clear(struct label_filter *f)
+{
+    size_t i;
+
+    if (f == NULL)
+        return;
+    for (i = 0; i < f->nallow; i++)
+        free(f->allow[i]);
+    for (i = 0; i < f->ndeny; i++)
+        free(f->deny[i]);
+    free(f->allow);
+    free(f->deny);
+    memset(f, 0, sizeof(*f));
 }
 
 enum policy_action

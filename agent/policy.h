@@ -64,6 +64,27 @@ enum policy_action policy_decide(const struct policy_set *set,
 bool policy_set_names_label(const struct policy_set *set, const char *key,
                             size_t len);
 
+/*
+ * The operator's choice of the labels reapd keeps (config "labels"): a
+ * label is kept when its key matches an allow glob (none given: every
+ * key does) and no deny glob (fnmatch(3), no flags, so "*" spans dots).
+ * Labels a policy names are kept whatever this says (the callers ask
+ * policy_set_names_label first).
+ */
+struct label_filter {
+    char **allow;
+    size_t nallow;
+    char **deny;
+    size_t ndeny;
+};
+
+/* Does `f` keep label `key` (`len` bytes, not NUL-terminated)? NULL or
+ * an empty filter keeps all. A key longer than LIMIT_LABEL_KEY or holding
+ * a NUL is said kept: the input limits drop it, and flag that. */
+bool label_filter_keeps(const struct label_filter *f, const char *key,
+                        size_t len);
+void label_filter_clear(struct label_filter *f);
+
 const char *policy_action_name(enum policy_action a);
 /* "remove" | "keep" | "ignore" -> 0; else -1. */
 int policy_action_parse(const char *s, enum policy_action *out);

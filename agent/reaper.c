@@ -872,6 +872,32 @@ is_meta_attr(const char *k, enum event_action action)
             strcmp(k, "execID") == 0 || strcmp(k, "execDuration") == 0);
 }
 
+/* The labels the current policies name: kept whatever the input limits. */
+static bool
+wanted_label(const char *key, size_t len, void *arg)
+{
+    const struct reaper *r = arg;
+
+    return r->cfg != NULL &&
+           policy_set_names_label(&r->cfg->policies, key, len);
+}
+
+/* The operator's filter of the current config (config "labels"): read at
+ * each label, so a reload applies to what is taken in after it. */
+static bool
+kept_label(const char *key, size_t len, void *arg)
+{
+    const struct reaper *r = arg;
+
+    return r->cfg == NULL || label_filter_keeps(&r->cfg->labels, key, len);
+}
+
+static bool
+label_taken(struct reaper *r, const char *key, size_t len)
+{
+    return wanted_label(key, len, r) || kept_label(key, len, r);
+}
+
 /* Until list answers, the event's attributes are the best guess of the
  * labels (the engine merges labels with a few fields of its own). The
  * events parser has bounded them already (bounds.h). */
@@ -888,7 +914,11 @@ meta_from_event(struct rec *c, const struct docker_event *ev)
         return;
     }
     for (i = 0; i < ev->nattrs; i++) {
-        if (is_meta_attr(ev->attrs[i].key, ev->action))
+        const char *k = ev->attrs[i].key;
+
+        /* The parser lets the engine's exitCode through unfiltered; on a
+         * create event, one is a label. */
+        if (is_meta_attr(k, ev->action) || !label_taken(c->r, k, strlen(k)))
             continue;
         labels[n].key = (char *)ev->attrs[i].key;
         labels[n].value = (char *)ev->attrs[i].value;
@@ -1483,16 +1513,6 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
 
 /* ---- public ----------------------------------------------------------- */
 
-/* The labels the current policies name: kept whatever the input limits. */
-static bool
-wanted_label(const char *key, size_t len, void *arg)
-{
-    const struct reaper *r = arg;
-
-    return r->cfg != NULL &&
-           policy_set_names_label(&r->cfg->policies, key, len);
-}
-
 /* The last outage an earlier run saw end: its exits are still told
  * apart after a restart. */
 static void
@@ -1535,8 +1555,10 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
         reaper_free(r);
         return NULL;
     }
-    if (d != NULL)
+    if (d != NULL) {
         docker_set_labels(d, wanted_label, r);
+        docker_set_label_filter(d, kept_label, r);
+    }
     return r;
 }
 
@@ -1548,8 +1570,10 @@ reaper_free(struct reaper *r)
 
     if (r == NULL)
         return;
-    if (r->d != NULL)
+    if (r->d != NULL) {
         docker_set_labels(r->d, NULL, NULL);
+        docker_set_label_filter(r->d, NULL, NULL);
+    }
     /* The reports of this turn are made: written before anything goes. */
     outcome_cleanup(r);
     docker_cancel(r->relist_req);

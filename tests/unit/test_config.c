@@ -1094,6 +1094,12 @@ assert_same_config(const struct config *a, const struct config *b)
         assert_int_equal(p->reap_leaked_tasks, q->reap_leaked_tasks);
         assert_int_equal(p->report, q->report);
     }
+    assert_int_equal(a->labels.nallow, b->labels.nallow);
+    for (i = 0; i < a->labels.nallow; i++)
+        assert_string_equal(a->labels.allow[i], b->labels.allow[i]);
+    assert_int_equal(a->labels.ndeny, b->labels.ndeny);
+    for (i = 0; i < a->labels.ndeny; i++)
+        assert_string_equal(a->labels.deny[i], b->labels.deny[i]);
     assert_int_equal(a->log_level, b->log_level);
     assert_int_equal(a->log_format, b->log_format);
 }
@@ -1264,6 +1270,161 @@ test_corner_int_range_edges(void **state)
     }
 }
 
+static bool
+keeps(const struct config *cfg, const char *key)
+{
+    return label_filter_keeps(&cfg->labels, key, strlen(key));
+}
+
+/* "labels": the default keeps every label; allow alone keeps what it
+ * matches, deny alone drops what it matches, both: allowed and not
+ * denied; empty lists keep all. The effective config shows the lists. */
+static void
+test_label_filter(void **state)
+{
+    struct config *cfg;
+    char *json;
+
+    (void)state;
+    cfg = config_default();
+    assert_int_equal(cfg->labels.nallow + cfg->labels.ndeny, 0);
+    assert_true(keeps(cfg, "com.example.db-password"));
+    json = config_to_json(cfg, true, NULL);
+    assert_non_null(strstr(json, "\"labels\":{\"allow\":[],\"deny\":[]}"));
+    free(json);
+    config_free(cfg);
+
+    cfg = parse_ok("{\"labels\": {\"allow\": [], \"deny\": []}}");
+    assert_true(keeps(cfg, "anything"));
+    config_free(cfg);
+
+    cfg = parse_ok("{\"labels\": {\"allow\": [\"app.*\", \"team\"]}}");
+    assert_true(keeps(cfg, "app.tier"));
+    assert_true(keeps(cfg, "app.a/b.c")); /* '*' spans '.' and '/' */
+    assert_true(keeps(cfg, "team"));
+    assert_false(keeps(cfg, "teams"));
+    assert_false(keeps(cfg, "com.example.db-password"));
+    config_free(cfg);
+
+    cfg = parse_ok("{\"labels\": {\"deny\": [\"*password*\", "
+                   "\"secret.[0-9]\"]}}");
+    assert_false(keeps(cfg, "com.example.db-password"));
+    assert_false(keeps(cfg, "secret.7"));
+    assert_true(keeps(cfg, "secret.x"));
+    assert_true(keeps(cfg, "app.tier"));
+    config_free(cfg);
+
+    cfg = parse_ok("{\"labels\": {\"allow\": [\"com.example.*\"],\n"
+                   "  \"deny\": [\"*-password\"]}}");
+    assert_true(keeps(cfg, "com.example.tier"));
+    assert_false(keeps(cfg, "com.example.db-password"));
+    assert_false(keeps(cfg, "other"));
+    /* Not NUL-terminated where the length ends: only `len` counts. */
+    assert_true(label_filter_keeps(&cfg->labels, "com.example.tierXX", 16));
+    assert_false(
+        label_filter_keeps(&cfg->labels, "com.example.db-passwordX", 23));
+    json = config_to_json(cfg, false, NULL);
+    assert_non_null(strstr(json, "\"labels\":{\"allow\":[\"com.example.*\"],"
+                                 "\"deny\":[\"*-password\"]}"));
+    free(json);
+    config_free(cfg);
+    assert_true(label_filter_keeps(NULL, "x", 1));
+}
+
+static void
+test_label_filter_problems(void **state)
+{
+    static const char *const want[] = {
+        "t.json:2:12: labels.allow: expected an array of globs, got string",
+        "t.json:3:19: labels.deny[1]: invalid glob \"db-[0-9\": unbalanced "
+        "'[' (no closing ']')",
+        "t.json:3:30: labels.deny[2]: expected a string, got number",
+        "t.json:3:33: labels.deny[3]: invalid glob \"\": must not be empty",
+        "t.json:4:3: unknown key \"keep\" in labels",
+        NULL,
+    };
+
+    (void)state;
+    expect_errors("{\"labels\": {\n"
+                  "  \"allow\": \"app.*\",\n"
+                  "  \"deny\": [\"ok*\", \"db-[0-9\", 7, \"\"],\n"
+                  "  \"keep\": []\n"
+                  "}}\n",
+                  want);
+    expect_message("{\"labels\": []}",
+                   "labels: expected an object, got array");
+    expect_message("{\"labels\": {\"deny\": [\"a\\u0000b\"]}}",
+                   "labels.deny[0]: must not contain NUL characters");
+    expect_message("{\"labels\": {\"deny\": [\"a\"], \"deny\": [\"b\"]}}",
+                   "duplicate key \"deny\" in labels");
+}
+
+/* A text with `n` globs of `len` bytes in labels.`list`; caller frees. */
+static char *
+globs_text(const char *list, size_t n, size_t len)
+{
+    size_t cap = 64 + n * (len + 4), i, off;
+    char *t = malloc(cap);
+
+    assert_non_null(t);
+    off = (size_t)snprintf(t, cap, "{\"labels\": {\"%s\": [", list);
+    for (i = 0; i < n; i++) {
+        t[off++] = i ? ',' : ' ';
+        t[off++] = '"';
+        memset(t + off, 'g', len);
+        /* distinct, so each counts */
+        t[off] = (char)('A' + i % 26);
+        off += len;
+        t[off++] = '"';
+    }
+    snprintf(t + off, cap - off, "]}}");
+    return t;
+}
+
+/* At most CONFIG_LABEL_GLOBS globs in a list, each at most
+ * CONFIG_LABEL_GLOB_MAX bytes: limit-1 and limit are taken, limit+1 is
+ * refused at the first one over. */
+static void
+test_corner_label_glob_bounds(void **state)
+{
+    static const char *const lists[] = {"allow", "deny"};
+    struct config *cfg;
+    char msg[96];
+    size_t i, n;
+    char *t;
+
+    (void)state;
+    assert_int_equal(CONFIG_LABEL_GLOBS, 64);
+    assert_int_equal(CONFIG_LABEL_GLOB_MAX, 256);
+    for (i = 0; i < 2; i++) {
+        for (n = CONFIG_LABEL_GLOBS - 1; n <= CONFIG_LABEL_GLOBS; n++) {
+            t = globs_text(lists[i], n, 3);
+            cfg = parse_ok(t);
+            assert_int_equal(i ? cfg->labels.ndeny : cfg->labels.nallow, n);
+            config_free(cfg);
+            free(t);
+        }
+        t = globs_text(lists[i], CONFIG_LABEL_GLOBS + 1, 3);
+        snprintf(msg, sizeof(msg), "labels.%s: more than 64 globs", lists[i]);
+        expect_message(t, msg);
+        free(t);
+
+        for (n = CONFIG_LABEL_GLOB_MAX - 1; n <= CONFIG_LABEL_GLOB_MAX; n++) {
+            t = globs_text(lists[i], 1, n);
+            cfg = parse_ok(t);
+            assert_int_equal(
+                strlen(i ? cfg->labels.deny[0] : cfg->labels.allow[0]), n);
+            config_free(cfg);
+            free(t);
+        }
+        t = globs_text(lists[i], 1, CONFIG_LABEL_GLOB_MAX + 1);
+        snprintf(msg, sizeof(msg), "labels.%s[0]: glob longer than 256 bytes",
+                 lists[i]);
+        expect_message(t, msg);
+        free(t);
+    }
+}
+
 int
 main(void)
 {
@@ -1298,6 +1459,9 @@ main(void)
         cmocka_unit_test(test_errors_accumulate),
         cmocka_unit_test(test_shipped_default_matches_embedded),
         cmocka_unit_test(test_shipped_titus_example),
+        cmocka_unit_test(test_label_filter),
+        cmocka_unit_test(test_label_filter_problems),
+        cmocka_unit_test(test_corner_label_glob_bounds),
     };
 
     tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */

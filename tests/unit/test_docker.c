@@ -31,6 +31,7 @@
 #include "lifecycle.h"
 #include "log.h"
 #include "loop.h"
+#include "policy.h"
 #include "testutil.h"
 
 #define EXITED_ID                                                             \
@@ -2008,6 +2009,165 @@ t_corner_label_bounds(void **state)
     free(s);
 }
 
+/* ---- the operator's label filter -------------------------------------- */
+
+static bool
+names_managed(const char *key, size_t len, void *arg)
+{
+    (void)arg;
+    return len == 13 && memcmp(key, "reapd.managed", 13) == 0;
+}
+
+static bool
+filter_keeps(const char *key, size_t len, void *arg)
+{
+    return label_filter_keeps(arg, key, len);
+}
+
+#define FILTER_LABELS                                                         \
+    "{\"reapd.managed\":\"true\",\"app.tier\":\"front\","                     \
+    "\"com.example.db-password\":\"hunter2\",\"team\":\"a\"}"
+
+/* The labels of `c` as "k=v k=v ...", and "~" if labels_truncated. */
+static void
+labels_text(const struct docker_container *c, char *out, size_t outlen)
+{
+    size_t i, off = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < c->nlabels && off < outlen; i++)
+        off +=
+            (size_t)snprintf(out + off, outlen - off, "%s%s=%s", i ? " " : "",
+                             c->labels[i].key, c->labels[i].value);
+    if (c->labels_truncated && off < outlen)
+        snprintf(out + off, outlen - off, "~");
+}
+
+/* An inspect and a list answer parsed under {allow, deny} (and
+ * reapd.managed named by a policy), fed in every chunk size: each gives
+ * the same labels, returned as labels_text (the list's second entry has
+ * the same labels as the inspect). */
+static void
+filtered(const char *const *allow, size_t nallow, const char *const *deny,
+         size_t ndeny, char *out, size_t outlen)
+{
+    static const char *inspect =
+        "{\"Id\":\"" EXITED_ID "\",\"Name\":\"/web\",\"State\":{\"Status\":"
+        "\"exited\",\"ExitCode\":3},\"Config\":{\"Image\":\"img\","
+        "\"Labels\":" FILTER_LABELS "}}";
+    static const char *list =
+        "[{\"Id\":\"" RUNNING_ID "\",\"Names\":[\"/a\"],\"Image\":\"i\","
+        "\"State\":\"running\",\"Labels\":{\"team\":\"b\"}},"
+        "{\"Id\":\"" EXITED_ID "\",\"Names\":[\"/web\"],\"Image\":\"img\","
+        "\"State\":\"exited\",\"Labels\":" FILTER_LABELS "}]";
+    struct label_filter f = {(char **)allow, nallow, (char **)deny, ndeny};
+    struct docker_label_rules rules = {names_managed, NULL, filter_keeps, &f};
+    const struct docker_container *c;
+    struct docker_parsed *ctx;
+    char err[256], got[512];
+    size_t k, n, len;
+    char *b;
+
+    out[0] = '\0';
+    b = exact(inspect, &len);
+    for (k = 0; k <= len; k++) {
+        assert_int_equal(docker_parse_inspect_with(b, len, k, &rules, &ctx, &c,
+                                                   err, sizeof(err)),
+                         0);
+        labels_text(c, got, sizeof(got));
+        if (k == 0)
+            snprintf(out, outlen, "%s", got);
+        else if (strcmp(got, out) != 0)
+            fail_msg("inspect, chunks of %zu: %s\nwhole: %s", k, got, out);
+        docker_parsed_free(ctx);
+    }
+    free(b);
+    b = exact(list, &len);
+    for (k = 0; k <= len; k++) {
+        assert_int_equal(docker_parse_list_with(b, len, k, &rules, &ctx, &c,
+                                                &n, err, sizeof(err)),
+                         0);
+        assert_int_equal(n, 2);
+        labels_text(&c[1], got, sizeof(got));
+        if (strcmp(got, out) != 0)
+            fail_msg("list, chunks of %zu: %s\ninspect: %s", k, got, out);
+        docker_parsed_free(ctx);
+    }
+    free(b);
+}
+
+/* The operator's filter on inspect and list answers: allow only, deny
+ * only, both, empty lists; a label a policy names is kept though denied;
+ * what is filtered out does not set labels_truncated (the limits cut
+ * nothing). */
+static void
+t_label_filter(void **state)
+{
+    static const char *const app[] = {"app.*"};
+    static const char *const pw[] = {"*password*"};
+    static const char *const both_allow[] = {"app.*", "com.example.*"};
+    static const char *const policy_deny[] = {"reapd.*", "team"};
+    char got[512];
+
+    (void)state;
+    filtered(NULL, 0, NULL, 0, got, sizeof(got));
+    assert_string_equal(got, "reapd.managed=true app.tier=front "
+                             "com.example.db-password=hunter2 team=a");
+    filtered(app, 1, NULL, 0, got, sizeof(got));
+    assert_string_equal(got, "reapd.managed=true app.tier=front");
+    filtered(NULL, 0, pw, 1, got, sizeof(got));
+    assert_string_equal(got, "reapd.managed=true app.tier=front team=a");
+    filtered(both_allow, 2, pw, 1, got, sizeof(got));
+    assert_string_equal(got, "reapd.managed=true app.tier=front");
+    filtered(NULL, 0, policy_deny, 2, got, sizeof(got));
+    assert_string_equal(got, "reapd.managed=true app.tier=front "
+                             "com.example.db-password=hunter2");
+}
+
+/* What the filter leaves out takes no room under the limits: with
+ * LIMIT_LABELS labels besides a denied one, all are kept and nothing is
+ * flagged; without the filter, the last is over and flagged. */
+static void
+t_label_filter_before_limits(void **state)
+{
+    static const char *const deny[] = {"k0000"};
+    struct label_filter f = {NULL, 0, (char **)deny, 1};
+    struct docker_label_rules rules = {NULL, NULL, filter_keeps, &f};
+    const struct docker_container *c;
+    struct docker_parsed *ctx;
+    char err[256];
+    size_t len;
+    char *s = inspect_labels(LIMIT_LABELS + 1, 1, "z", 1);
+    char *b = exact(s, &len);
+
+    (void)state;
+    /* k0000 .. k0256 and z: 258 labels, k0000 denied. */
+    assert_int_equal(
+        docker_parse_inspect_with(b, len, 0, &rules, &ctx, &c, err, 256), 0);
+    assert_int_equal(c->nlabels, LIMIT_LABELS);
+    assert_true(c->labels_truncated);
+    assert_null(label(c, "k0000"));
+    docker_parsed_free(ctx);
+    free(s);
+    free(b);
+    s = inspect_labels(LIMIT_LABELS, 1, "z", 1);
+    b = exact(s, &len);
+    assert_int_equal(
+        docker_parse_inspect_with(b, len, 0, &rules, &ctx, &c, err, 256), 0);
+    assert_int_equal(c->nlabels, LIMIT_LABELS);
+    assert_false(c->labels_truncated);
+    assert_null(label(c, "k0000"));
+    assert_string_equal(label(c, "z"), "w");
+    docker_parsed_free(ctx);
+    assert_int_equal(docker_parse_inspect(b, len, &ctx, &c, err, 256), 0);
+    assert_int_equal(c->nlabels, LIMIT_LABELS);
+    assert_true(c->labels_truncated);
+    assert_null(label(c, "z"));
+    docker_parsed_free(ctx);
+    free(s);
+    free(b);
+}
+
 int
 main(void)
 {
@@ -2034,6 +2194,8 @@ main(void)
         cmocka_unit_test(t_inspect_exit_codes),
         cmocka_unit_test(t_inspect_labels_and_names),
         cmocka_unit_test(t_corner_label_bounds),
+        cmocka_unit_test(t_label_filter),
+        cmocka_unit_test(t_label_filter_before_limits),
         cmocka_unit_test(t_inspect_bulky),
         cmocka_unit_test(t_list_bulky),
         cmocka_unit_test(t_inspect_bad_ids),

@@ -14,6 +14,7 @@
 
 #include "bounds.h"
 #include "events.h"
+#include "policy.h"
 #include "testutil.h"
 
 #define ID  "d3da67e34a052e59c56d92b96b973c5a93d0ac1f50cf3af8ad65f37d3b4ad769"
@@ -88,6 +89,23 @@ record_cb(const struct docker_event *ev, void *arg)
     s->nattrs = ev->nattrs;
 }
 
+/* When set, run() parses with the operator's filter `run_filter` and
+ * reapd.managed as the label a policy names. */
+static const struct label_filter *run_filter;
+
+static bool
+names_managed(const char *key, size_t len, void *arg)
+{
+    (void)arg;
+    return len == 13 && memcmp(key, "reapd.managed", 13) == 0;
+}
+
+static bool
+filter_keeps(const char *key, size_t len, void *arg)
+{
+    return label_filter_keeps(arg, key, len);
+}
+
 /* Feeds `text` in chunks of `chunk` (0: at once) and returns the events
  * seen and the parser's state as text; the caller frees it. */
 static char *
@@ -102,6 +120,10 @@ run(const char *text, size_t len, size_t chunk,
     memset(&r, 0, sizeof r);
     p = events_parser_new(lim, record_cb, &r);
     assert_non_null(p);
+    if (run_filter != NULL) {
+        events_parser_set_labels(p, names_managed, NULL);
+        events_parser_set_filter(p, filter_keeps, (void *)run_filter);
+    }
     if (chunk == 0)
         chunk = len ? len : 1;
     for (off = 0; off < len && rc == 0; off += chunk)
@@ -964,6 +986,115 @@ test_corner_label_bounds(void **state)
     free(rec.log.p);
 }
 
+/* The labels of the filter tests: a policy's, two the operator wants,
+ * a secret; the die repeats them, with its exit code. */
+#define FILTER_ATTRS                                                          \
+    "\"name\":\"web\",\"image\":\"img\",\"reapd.managed\":\"true\","          \
+    "\"app.tier\":\"front\",\"com.example.db-password\":\"hunter2\","         \
+    "\"team\":\"a\""
+
+/* Every chunk size under filter {allow, deny}; the events as text. */
+static char *
+filtered(const char *const *allow, size_t nallow, const char *const *deny,
+         size_t ndeny, const struct events_limits *lim, struct record *rec)
+{
+    const char *text = EVENT("container", "create", ID, FILTER_ATTRS, "")
+        EVENT("container", "die", ID, FILTER_ATTRS ",\"exitCode\":\"3\"", "");
+    struct label_filter f = {(char **)allow, nallow, (char **)deny, ndeny};
+    char *r;
+
+    run_filter = &f;
+    r = run_all_chunks(text, lim, rec);
+    run_filter = NULL;
+    return r;
+}
+
+/* The operator's filter: allow only, deny only, both, empty lists; a
+ * label a policy names is kept though denied; what is filtered out is
+ * not counted as dropped (that says the limits cut something), and the
+ * exit code, an attribute of the engine's, is never filtered. */
+static void
+test_label_filter(void **state)
+{
+    static const char *const app[] = {"app.*"};
+    static const char *const pw[] = {"*password*"};
+    static const char *const both_allow[] = {"app.*", "com.example.*"};
+    static const char *const policy_deny[] = {"reapd.*", "*password*"};
+    static const char *const exit_deny[] = {"exitCode", "name", "image"};
+    struct record rec;
+    char *r;
+
+    (void)state;
+    r = filtered(NULL, 0, NULL, 0, NULL, &rec);
+    assert_non_null(strstr(r, "[com.example.db-password=hunter2]"));
+    assert_non_null(strstr(r, "[team=a]"));
+    assert_int_equal(rec.seen[0].nattrs, 6);
+    free(r);
+
+    r = filtered(app, 1, NULL, 0, NULL, &rec);
+    assert_null(strstr(r, "hunter2"));
+    assert_null(strstr(r, "[team="));
+    assert_non_null(strstr(r, "[app.tier=front]"));
+    assert_non_null(strstr(r, "[reapd.managed=true]"));
+    assert_null(strstr(r, "dropped="));
+    assert_int_equal(rec.seen[0].nattrs, 4); /* name image managed tier */
+    assert_int_equal(rec.seen[1].exit_code, 3);
+    free(r);
+
+    r = filtered(NULL, 0, pw, 1, NULL, &rec);
+    assert_null(strstr(r, "hunter2"));
+    assert_null(strstr(r, "password"));
+    assert_non_null(strstr(r, "[team=a]"));
+    assert_non_null(strstr(r, "[app.tier=front]"));
+    assert_null(strstr(r, "dropped="));
+    assert_int_equal(rec.seen[0].nattrs, 5);
+    free(r);
+
+    r = filtered(both_allow, 2, pw, 1, NULL, &rec);
+    assert_null(strstr(r, "hunter2"));
+    assert_null(strstr(r, "[team="));
+    assert_non_null(strstr(r, "[app.tier=front]"));
+    assert_int_equal(rec.seen[0].nattrs, 4);
+    free(r);
+
+    r = filtered(NULL, 0, policy_deny, 2, NULL, &rec);
+    assert_non_null(strstr(r, "[reapd.managed=true]"));
+    assert_null(strstr(r, "hunter2"));
+    free(r);
+
+    r = filtered(NULL, 0, exit_deny, 3, NULL, &rec);
+    assert_true(rec.seen[1].has_exit_code);
+    assert_int_equal(rec.seen[1].exit_code, 3);
+    assert_string_equal(rec.seen[1].name, "web");
+    assert_string_equal(rec.seen[1].image, "img");
+    free(r);
+}
+
+/* What the filter leaves out takes no room under the limits: with room
+ * for two labels, the two after a denied one are kept. */
+static void
+test_label_filter_before_limits(void **state)
+{
+    static const char *const pw[] = {"*password*"};
+    struct events_limits lim = {.max_attrs = 2};
+    struct record rec;
+    char *r;
+
+    (void)state;
+    r = filtered(NULL, 0, pw, 1, &lim, &rec);
+    assert_non_null(strstr(r, "[app.tier=front]"));
+    assert_non_null(strstr(r, "[team=a]"));
+    assert_non_null(strstr(r, "[reapd.managed=true]"));
+    assert_null(strstr(r, "dropped="));
+    free(r);
+    /* Without the filter, the third is over the limit, and said so. */
+    r = filtered(NULL, 0, NULL, 0, &lim, &rec);
+    assert_non_null(strstr(r, "[com.example.db-password=hunter2]"));
+    assert_null(strstr(r, "[team="));
+    assert_non_null(strstr(r, " dropped=1\n"));
+    free(r);
+}
+
 int
 main(void)
 {
@@ -990,6 +1121,8 @@ main(void)
         cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_event_limits),
         cmocka_unit_test(test_default_size_limit),
+        cmocka_unit_test(test_label_filter),
+        cmocka_unit_test(test_label_filter_before_limits),
     };
 
     tu_test_filters(); /* REAPD_TEST_ONLY, TEST_FILTER */
