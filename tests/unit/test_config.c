@@ -1149,6 +1149,9 @@ test_shipped_titus_example(void **state)
                      POLICY_KEEP);
     assert_int_equal(policy_decide(&cfg->policies, "/x", "i", NULL, 0, &m),
                      POLICY_IGNORE);
+    assert_false(
+        label_filter_keeps(&cfg->labels, "titus.env.DB_PASSWORD", 21));
+    assert_true(label_filter_keeps(&cfg->labels, "titus.debug", 11));
     config_free(cfg);
 }
 

@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <signal.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -2478,6 +2480,130 @@ t_corner_unsaved_report_of_kept_keeps_record(void **state)
     h_free(h);
 }
 
+/* Whether any file in `dir` (the state database, its WAL, the reports
+ * journal, a log) holds the bytes of `s`, deleted pages included. */
+static bool
+dir_holds(const char *dir, const char *s)
+{
+    struct dirent *e;
+    bool found = false;
+    DIR *d = opendir(dir);
+
+    assert_non_null(d);
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[512];
+        size_t n = 0, len = strlen(s);
+        char *b;
+        FILE *f;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        f = fopen(path, "rb");
+        if (f == NULL)
+            continue;
+        b = malloc(64 << 20);
+        assert_non_null(b);
+        n = fread(b, 1, 64 << 20, f);
+        fclose(f);
+        for (size_t i = 0; !found && n >= len && i <= n - len; i++)
+            found = memcmp(b + i, s, len) == 0;
+        free(b);
+    }
+    closedir(d);
+    return found;
+}
+
+/* The labels the operator's filter refuses never reach the report, the
+ * state database (deleted pages included), reports.jsonl or the log,
+ * whether they came in by the relist (B) or by a create event whose
+ * labels stay (A, gone before an inspect could say more; its exitCode
+ * label, which the events parser lets through as the engine's, is
+ * filtered too). A label the filter keeps is reported, and nothing
+ * filtered is called truncated. After a reload, a container seen then
+ * (C) is taken in under the new filter. */
+static void
+t_label_filter_keeps_secrets_out(void **state)
+{
+    static const char *const labels =
+        "{\"reapd.managed\":\"true\",\"app.tier\":\"front\","
+        "\"com.example.db-password\":\"hunter2\",\"exitCode\":\"hunter3\"}";
+    struct tu_reapd *h =
+        h_new2("", ",\"labels\":{\"deny\":[\"*password*\",\"exitCode\"]}");
+    char logpath[128], text[1024];
+    struct config *next;
+    const struct json_node *rep, *l;
+    const char *ids[2];
+    struct store *st;
+    int fd, i;
+    enum log_level was = log_get_level();
+
+    (void)state;
+    ids[0] = A;
+    ids[1] = B;
+    snprintf(logpath, sizeof(logpath), "%s/log", h->dir);
+    fd = open(logpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    log_setup(LOG_LEVEL_DEBUG, LOG_FORMAT_TEXT);
+    log_set_fd(fd);
+    fake_engine_add(h->fe, B, "listed", labels, NULL, 1);
+    st = h_store_start(h);
+    fake_engine_add(h->fe, A, "by-event", labels, NULL, 1);
+    tu_run_for(h->l, 100);
+    fake_engine_exit(h->fe, A, 7, 7);
+    fake_engine_remove(h->fe, A, 1);
+    fake_engine_exit(h->fe, B, 4, 4);
+    TU_RUN_UNTIL(h->l, has_report(h, A) && has_report(h, B), 3000);
+    assert_int_equal(store_flush(st), STORE_OK);
+    log_set_fd(-1);
+    log_setup(was, LOG_FORMAT_TEXT);
+    close(fd);
+    for (i = 0; i < 2; i++) {
+        rep = report_for(h, ids[i]);
+        l = json_get(rep, "labels");
+        assert_string_equal(json_string(json_get(l, "reapd.managed")), "true");
+        assert_string_equal(json_string(json_get(l, "app.tier")), "front");
+        assert_null(json_get(l, "com.example.db-password"));
+        assert_null(json_get(l, "exitCode"));
+        assert_false(has_anomaly(rep, "labels_truncated"));
+    }
+    assert_false(fake_engine_has(h->fe, B));
+    /* The search finds what is there: a kept label, a log line. */
+    assert_true(dir_holds(h->dir, "\"front\""));
+    assert_true(dir_holds(h->dir, "tracking by-event"));
+    assert_true(dir_holds(h->dir, "tracking listed"));
+    assert_false(dir_holds(h->dir, "hunter2"));
+    assert_false(dir_holds(h->dir, "hunter3"));
+    assert_false(dir_holds(h->dir, "db-password"));
+    unlink(logpath);
+
+    /* A reload: the new filter for what comes in after it. */
+    snprintf(text, sizeof(text),
+             "{\"node\":\"t\",\"state_dir\":\"%s\",\"docker\":{\"socket\":"
+             "\"%s\"},\"delete\":{\"poll_interval_ms\":20},"
+             "\"labels\":{\"allow\":[\"reapd.*\",\"com.example.*\"],"
+             "\"deny\":[\"*.tier\"]}}",
+             h->dir, h->sock);
+    next = tu_config(text);
+    reaper_set_config(h->r, next);
+    fake_engine_add(h->fe, C, "after-reload", labels, NULL, 1);
+    tu_run_for(h->l, 100);
+    fake_engine_exit(h->fe, C, 5, 5);
+    TU_RUN_UNTIL(h->l, has_report(h, C), 3000);
+    reaper_set_config(h->r, h->cfg);
+    rep = report_for(h, C);
+    l = json_get(rep, "labels");
+    assert_string_equal(json_string(json_get(l, "reapd.managed")), "true");
+    assert_null(json_get(l, "app.tier"));
+    assert_null(json_get(l, "exitCode"));
+    assert_string_equal(json_string(json_get(l, "com.example.db-password")),
+                        "hunter2");
+    assert_false(has_anomaly(rep, "labels_truncated"));
+    h_drop_store(h, st);
+    h_free(h);
+    config_free(next);
+}
+
 int
 main(void)
 {
@@ -2533,6 +2659,7 @@ main(void)
         cmocka_unit_test(t_give_up_zero_is_never),
         cmocka_unit_test(t_keep_policy),
         cmocka_unit_test(t_corner_unsaved_report_of_kept_keeps_record),
+        cmocka_unit_test(t_label_filter_keeps_secrets_out),
     };
 
     signal(SIGPIPE, SIG_IGN); /* the fake engine writes to closed peers */
