@@ -26,6 +26,8 @@ image_build
 "$RECV" --record "$D/upstream.jsonl" --port-file "$D/upstream.port" \
   >"$D/receiver.out" 2>"$D/receiver.log" &
 RECV_PID=$!
+# Stop the receiver, then the harness's own cleanup (engine, reapd).
+# shellcheck disable=SC2317  # run by the EXIT trap
 _recv_on_exit() {
   local rc=$?
   trap - ERR
