@@ -235,7 +235,8 @@ import re, subprocess, sys
 
 # parse_* functions that compare keys by hand, and the path of their keys.
 FUNCS = {"parse_root": "", "parse_upstream": "upstream.", "parse_log": "log.",
-         "parse_policy": "policies[].", "parse_match": "policies[].match."}
+         "parse_policy": "policies[].", "parse_match": "policies[].match.",
+         "parse_label_filter": "labels."}
 SECTIONS = ["docker", "containerd", "status", "admin", "upstream", "delete",
             "retention", "log", "policies"]
 
