@@ -735,10 +735,9 @@ answer_error(const struct ctl *c, const char *cmd)
     else if (c->code == 401)
         /* The read API names containers: without a token the status
          * listener keeps it to itself (reapd says where to go). */
-        warnx("%s: reapd's status listener at %s serves the read API only "
+        warnx("%s: the status listener at %s serves the read API only "
               "with a token: --token-file FILE (reapd's status.token_file), "
-              "or the admin socket as root (--socket PATH, "
-              "default " DEFAULT_SOCKET "); reapd says: %s",
+              "or the admin socket as root (--socket PATH); reapd: %s",
               cmd, target(c), msg);
     else
         warnx("%s: reapd answered %ld: %s", cmd, c->code, msg);
