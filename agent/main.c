@@ -510,6 +510,13 @@ main(int argc, char **argv)
     log_info(NULL, "reapd %s starting: node %s, config %s", REAPD_VERSION,
              a.cfg->node, a.config_path ? a.config_path : "<default>");
     raise_open_files_limit();
+    /* A token anyone may read guards nothing: a setup error, refused
+     * before anything is made. */
+    if (status_read_token(a.cfg, &status_token, err, sizeof(err)) != 0) {
+        log_error(NULL, "status.token_file: %s", err);
+        result = 2;
+        goto out;
+    }
     if (make_dirs(a.cfg->state_dir) != 0) {
         log_error(NULL, "cannot create state_dir %s: %s", a.cfg->state_dir,
                   strerror(errno));
@@ -598,17 +605,13 @@ main(int argc, char **argv)
                  "leaked tasks reaped per policy",
                  ctrd_path, a.cfg->containerd_namespace);
     }
-    if (status_read_token(a.cfg, &status_token, err, sizeof(err)) != 0) {
-        log_error(NULL, "status.token_file: %s", err);
-        goto out;
-    }
     a.status = status_new(a.loop, a.cfg->status_listen, a.reaper);
-    if (a.status == NULL) {
-        upstream_token_free(status_token);
+    if (a.status == NULL)
         goto out;
-    }
     status_set_store(a.status, store);
+    /* The status endpoint owns the token from here on. */
     status_set_config(a.status, a.cfg, status_token);
+    status_token = NULL;
     a.admin = status_new_admin(a.loop, a.cfg->admin_socket, a.reaper);
     if (a.admin == NULL)
         goto out;
@@ -648,6 +651,7 @@ out:
         event_free(sigint);
     if (sighup != NULL)
         event_free(sighup);
+    upstream_token_free(status_token);
     status_free(a.status);
     status_free(a.admin);
     if (store != NULL)

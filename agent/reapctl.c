@@ -79,8 +79,9 @@ struct follow {
 struct ctl {
     CURL *curl;
     struct curl_slist *headers;
-    const char *socket; /* the admin socket, or NULL with --url */
-    char *base;         /* "http://localhost" or the --url */
+    const char *socket;     /* the admin socket, or NULL with --url */
+    const char *token_file; /* --token-file, or NULL: no token sent */
+    char *base;             /* "http://localhost" or the --url */
     char errbuf[CURL_ERROR_SIZE];
     char err[512]; /* why the last transfer failed */
     long code;
@@ -128,7 +129,9 @@ static const char usage_options[] =
     "unset)\n"
     "  --token-file FILE  send \"Authorization: Bearer TOKEN\", TOKEN "
     "being\n"
-    "                     FILE's content (reapd's status.token_file)\n"
+    "                     FILE's content (reapd's status.token_file;\n"
+    "                     default: $REAPD_TOKEN_FILE). The status listener\n"
+    "                     serves the read API only with it\n"
     "  --help             this text; COMMAND --help: that command's\n"
     "  --version          reapctl's version\n"
     "\n"
@@ -531,6 +534,7 @@ ctl_open(struct ctl *c, const char *socket, const char *url,
         warnx("out of memory");
         return EXIT_FAIL;
     }
+    c->token_file = token_file;
     if (add_headers(c, token_file) != 0)
         return EXIT_FAIL;
     if ((c->socket != NULL &&
@@ -725,8 +729,16 @@ answer_error(const struct ctl *c, const char *cmd)
               "commands go through its admin socket (--socket PATH, "
               "default " DEFAULT_SOCKET ")",
               cmd, c->base);
+    else if (c->code == 401 && c->token_file != NULL)
+        warnx("%s: reapd at %s refused the token of %s: %s", cmd, target(c),
+              c->token_file, msg);
     else if (c->code == 401)
-        warnx("%s: reapd wants a token (%s): --token-file FILE", cmd, msg);
+        /* The read API names containers: without a token the status
+         * listener keeps it to itself (reapd says where to go). */
+        warnx("%s: the status listener at %s serves the read API only "
+              "with a token: --token-file FILE (reapd's status.token_file), "
+              "or the admin socket as root (--socket PATH); reapd: %s",
+              cmd, target(c), msg);
     else
         warnx("%s: reapd answered %ld: %s", cmd, c->code, msg);
     return EXIT_FAIL;
@@ -1493,6 +1505,8 @@ main(int argc, char **argv)
         if (socket == NULL && url == NULL)
             socket = DEFAULT_SOCKET;
     }
+    if (token_file == NULL)
+        token_file = env("REAPD_TOKEN_FILE");
 
     /* No SA_RESTART: a signal has to cut a retry pause short. */
     memset(&sa, 0, sizeof(sa));

@@ -2267,24 +2267,74 @@ serve_config(struct status *s, struct evhttp_request *req)
     evbuffer_free(b);
 }
 
-/* Whether `req` carries "Authorization: Bearer <token>". The comparison
- * takes as long for a wrong token as for the right one (of the same
- * length), so timing does not reveal how much of a guess was right. */
+bool
+status_token_matches(const char *token, const char *guess)
+{
+    size_t tlen = strlen(token), glen = strlen(guess), i;
+    unsigned char diff = 0;
+
+    for (i = 0; i < tlen; i++)
+        diff |= (unsigned char)(token[i] ^ (i < glen ? guess[i] : 0));
+    return diff == 0 && glen == tlen;
+}
+
+/* Whether `req` carries "Authorization: Bearer <token>" (the scheme in
+ * any case, RFC 9110 11.1). */
 static bool
 authorized(const struct status *s, struct evhttp_request *req)
 {
     const char *h = evhttp_find_header(evhttp_request_get_input_headers(req),
                                        "Authorization");
-    size_t tlen = strlen(s->token), glen, i;
-    unsigned char diff = 0;
 
     if (h == NULL || strncasecmp(h, "Bearer ", 7) != 0)
         return false;
-    h += 7;
-    glen = strlen(h);
-    for (i = 0; i < tlen; i++)
-        diff |= (unsigned char)(s->token[i] ^ (i < glen ? h[i] : 0));
-    return diff == 0 && glen == tlen;
+    return status_token_matches(s->token, h + 7);
+}
+
+/* The read API's paths: they name containers, which only root and the
+ * docker group may see, so the status listener serves them with a token
+ * only. */
+static bool
+api_path(const char *path)
+{
+    return strncmp(path, "/v1/", 4) == 0 || strcmp(path, "/v1") == 0;
+}
+
+/* Whether the status listener (not the admin socket) may answer `path`
+ * to `req`, a probe aside: with a token, only with that token; without,
+ * everything but the read API (/metrics never names a container). */
+static bool
+may_read(const struct status *s, struct evhttp_request *req, const char *path)
+{
+    if (s->token != NULL)
+        return authorized(s, req);
+    return !api_path(path);
+}
+
+/* The 401: where the read API can be had instead. */
+static void
+send_unauthorized(const struct status *s, struct evhttp_request *req)
+{
+    const char *sock = s->cfg != NULL ? s->cfg->admin_socket : NULL;
+    char msg[512];
+
+    if (sock == NULL || strcmp(sock, "off") == 0)
+        sock = "admin.socket, off in this config";
+    if (s->token != NULL)
+        snprintf(msg, sizeof(msg),
+                 "a valid bearer token is required: \"Authorization: Bearer "
+                 "<token>\" with the token of status.token_file, or the "
+                 "admin socket (%s) as root",
+                 sock);
+    else
+        snprintf(msg, sizeof(msg),
+                 "the read API (/v1/) names containers, so the status "
+                 "listener serves it only with a token, and none is "
+                 "configured: read it on the admin socket (%s) as root, "
+                 "or set status.token_file and send \"Authorization: "
+                 "Bearer <token>\"",
+                 sock);
+    send_error(req, 401, "Unauthorized", msg);
 }
 
 /*
@@ -2393,12 +2443,11 @@ on_request(struct evhttp_request *req, void *arg)
         send_error(req, 400, "Bad Request", "malformed request target");
         return;
     }
-    if (!open && s->token != NULL && !authorized(s, req)) {
+    if (!s->admin && !open && !may_read(s, req, path)) {
         s->rejected_auth++;
         evhttp_add_header(evhttp_request_get_output_headers(req),
                           "WWW-Authenticate", "Bearer realm=\"reapd\"");
-        send_error(req, 401, "Unauthorized",
-                   "a valid bearer token is required");
+        send_unauthorized(s, req);
         return;
     }
     if (write_route(path, rid, sizeof(rid))) {
@@ -2695,7 +2744,8 @@ status_read_token(const struct config *cfg, char **token, char *err,
     *token = NULL;
     if (cfg->status_token_file == NULL)
         return 0;
-    return upstream_read_token(cfg->status_token_file, token, err, errlen);
+    return upstream_read_private_token(cfg->status_token_file, token, err,
+                                       errlen);
 }
 
 void

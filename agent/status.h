@@ -13,8 +13,11 @@
  *
  * Every request is bounded (header and body size) and answered from
  * memory without blocking; unknown paths get a JSON 404 and methods other
- * than GET/HEAD a 405. With a token (status.token_file), everything but
- * /livez and /readyz needs "Authorization: Bearer <token>".
+ * than GET/HEAD a 405. The read API (/v1/) names containers, which only
+ * root and the docker group may see: without a token (status.token_file)
+ * the status listener answers it 401, naming the admin socket and
+ * status.token_file; with one, everything but /livez and /readyz needs
+ * "Authorization: Bearer <token>". The admin socket needs no token.
  *
  * The endpoint faces whatever can reach its port, so no client can hold
  * it: at most status.max_connections connections are served at once; a
@@ -83,12 +86,22 @@ void status_set_store(struct status *s, struct store *st);
 
 /*
  * The bearer token `cfg` asks for (status.token_file), read now so that
- * an unreadable file rejects a config before anything is swapped. 0 and
+ * an unreadable file, or one that is not private (upstream.h:
+ * upstream_read_private_token), rejects a config before anything is
+ * swapped. 0 and
  * *token (NULL when there is no token_file), or -1 with a reason in
  * `err` that never quotes the file.
  */
 int status_read_token(const struct config *cfg, char **token, char *err,
                       size_t errlen);
+
+/*
+ * Whether `guess` is `token`. It takes as long for any wrong guess as
+ * for the right one (a loop over the whole token, whatever the guess's
+ * length and first wrong byte), so timing does not tell how much of a
+ * guess was right.
+ */
+bool status_token_matches(const char *token, const char *guess);
 
 /*
  * Serves /v1/config from `cfg` (borrowed: call again before it is

@@ -1113,8 +1113,24 @@ token_problem(const char *buf, size_t *len)
     return NULL;
 }
 
-int
-upstream_read_token(const char *path, char **token, char *err, size_t errlen)
+/*
+ * What makes the file behind `sb` no secret, or NULL: anyone but its
+ * owner may read or write it (mode 0066: execute bits grant neither),
+ * or its owner is neither us nor root (and could hand it out).
+ */
+static const char *
+private_problem(const struct stat *sb)
+{
+    if ((sb->st_mode & (S_IRGRP | S_IWGRP | S_IROTH | S_IWOTH)) != 0)
+        return "group or others may read or write it (chmod 600)";
+    if (sb->st_uid != geteuid() && sb->st_uid != 0)
+        return "owned by another user (chown it to reapd's user or root)";
+    return NULL;
+}
+
+static int
+read_token(const char *path, bool private, char **token, char *err,
+           size_t errlen)
 {
     char buf[TOKEN_FILE_MAX + 1];
     const char *why;
@@ -1132,6 +1148,12 @@ upstream_read_token(const char *path, char **token, char *err, size_t errlen)
     }
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path);
+        goto out;
+    }
+    /* Judged on what was opened, so a file swapped in after the check
+     * is not the one read. */
+    if (private && (why = private_problem(&sb)) != NULL) {
+        snprintf(err, errlen, "%s: %s", path, why);
         goto out;
     }
     /* One byte more than a token file can hold tells it is too long. */
@@ -1165,6 +1187,19 @@ out:
     explicit_bzero(buf, sizeof(buf));
     close(fd);
     return result;
+}
+
+int
+upstream_read_token(const char *path, char **token, char *err, size_t errlen)
+{
+    return read_token(path, false, token, err, errlen);
+}
+
+int
+upstream_read_private_token(const char *path, char **token, char *err,
+                            size_t errlen)
+{
+    return read_token(path, true, token, err, errlen);
 }
 
 void

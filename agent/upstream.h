@@ -161,6 +161,14 @@ void upstream_stats(const struct upstream *u, struct upstream_stats *st);
  */
 int upstream_read_token(const char *path, char **token, char *err,
                         size_t errlen);
+/*
+ * upstream_read_token, for a token that guards (status.token_file): the
+ * file opened (a symlink is followed: what counts is the file read) must
+ * also be private, neither readable nor writable by its group or others
+ * (no bit of 0066), and owned by this process's user or root.
+ */
+int upstream_read_private_token(const char *path, char **token, char *err,
+                                size_t errlen);
 void upstream_token_free(char *token);
 
 #endif

@@ -37,16 +37,19 @@ ok() {
 }
 
 # start_reapd_no_engine: reapd on $T/reapd.json with no engine, containerd
-# off and the status endpoint on a free port ($port), its stderr in
-# $T/log, $pid set; returns once /livez answers 200.
+# off and the status endpoint on a free port ($port), with
+# status.token_file $STATUS_TOKEN_FILE if set (else the read API is the
+# admin socket's only), its stderr in $T/log, $pid set; returns once
+# /livez answers 200.
 start_reapd_no_engine() {
-  local code="" _
+  local code="" _ tf=""
+  [ -z "${STATUS_TOKEN_FILE:-}" ] || tf=", \"token_file\": \"$STATUS_TOKEN_FILE\""
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   cat >"$T/reapd.json" <<JSON
 { "state_dir": "$T/state",
   "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },
   "containerd": { "socket": "off" },
-  "status": { "listen": "127.0.0.1:$port" },
+  "status": { "listen": "127.0.0.1:$port"$tf },
   "admin": { "socket": "$T/admin.sock" } }
 JSON
   "$BIN" -c "$T/reapd.json" 2>"$T/log" &

@@ -146,7 +146,7 @@ ok "a second reapd on the same state_dir is refused"
 
 # The config in force, as reapd says it (GET /v1/config).
 config_now() {
-  curl -sf "http://127.0.0.1:$port/v1/config" | jq -cS . ||
+  curl -sf --unix-socket "$T/admin.sock" http://localhost/v1/config | jq -cS . ||
     fail "GET /v1/config failed"
 }
 before=$(config_now)

@@ -378,8 +378,21 @@ TCP=(--url "http://127.0.0.1:$port")
 
 expect 1 "$CTL" "${ADMIN[@]}" status
 grep -q '"ready":false' "$T/out" || fail "status: $(cat "$T/out")"
-expect 1 "$CTL" "${TCP[@]}" status
-ok "status: exit 1 and ready:false without an engine (socket and TCP)"
+ok "status: exit 1 and ready:false without an engine"
+
+# No token configured: the status listener serves no /v1/ route, and
+# reapctl says where to go instead, in one line.
+for cmd in status containers leaks "show $A" "wait $A --timeout 1" "reports --after 0"; do
+  # shellcheck disable=SC2086 # cmd is a command and its arguments
+  expect 125 "$CTL" "${TCP[@]}" $cmd
+  err_has "token-file"
+  err_has "admin socket"
+  err_has "status.token_file"
+  [ "$(wc -l <"$T/err")" -eq 1 ] || fail "$cmd over TCP without a token: not one line: $(cat "$T/err")"
+done
+expect 125 "$CTL" "${TCP[@]}" reports --follow
+err_has "status.token_file"
+ok "the read API over TCP without a token: 125, one line naming --token-file, status.token_file and the admin socket"
 
 expect 0 "$CTL" "${ADMIN[@]}" containers
 grep -qx '{"containers":\[\]}' "$T/out" || fail "containers: $(cat "$T/out")"
@@ -399,7 +412,6 @@ expect 0 "$CTL" "${ADMIN[@]}" reports
 [ ! -s "$T/out" ] || fail "reports: $(cat "$T/out")"
 expect 0 "$CTL" "${ADMIN[@]}" reports --dead --limit 5 --after 0
 [ ! -s "$T/out" ] || fail "reports --dead: $(cat "$T/out")"
-expect 0 "$CTL" "${TCP[@]}" reports --container "$A"
 ok "reports: none yet"
 
 "$CTL" "${ADMIN[@]}" reports --follow >"$T/follow.out" 2>"$T/follow.err" &
@@ -422,13 +434,45 @@ grep -q '"drained":true' "$T/out" || fail "drain: $(cat "$T/out")"
 ok "drain: nothing cleaning or pending"
 
 expect 125 "$CTL" "${TCP[@]}" requeue --all-dead
-err_has "read-only"
+err_has "admin socket"
 expect 125 "$CTL" "${TCP[@]}" drain --timeout 1
 err_has "admin socket"
-ok "write commands on the TCP listener: 125, pointing at the admin socket"
+ok "write commands on the TCP listener without a token: 125, pointing at the admin socket"
 
 if [ -n "${VG+x}" ]; then
   expect 1 "${VG[@]}" "$CTL" "${ADMIN[@]}" status
   expect 0 "${VG[@]}" "$CTL" "${ADMIN[@]}" requeue --all-dead
   ok "valgrind: clean against reapd"
 fi
+
+# ---- the same reapd with a token ----------------------------------------
+
+kill -TERM "$pid"
+wait "$pid" 2>/dev/null || true
+pid=""
+printf 'status-tok-%s\n' "$RANDOM$RANDOM" >"$T/status.token"
+chmod 600 "$T/status.token"
+printf 'not-the-token\n' >"$T/wrong.token"
+STATUS_TOKEN_FILE="$T/status.token" start_reapd_no_engine
+TCP=(--url "http://127.0.0.1:$port")
+expect 1 "$CTL" "${TCP[@]}" --token-file "$T/status.token" status
+grep -q '"ready":false' "$T/out" || fail "status with the token: $(cat "$T/out")"
+expect 0 "$CTL" "${TCP[@]}" --token-file "$T/status.token" containers
+grep -qx '{"containers":\[\]}' "$T/out" || fail "containers with the token: $(cat "$T/out")"
+expect 0 "$CTL" "${TCP[@]}" --token-file "$T/status.token" reports --container "$A"
+REAPD_TOKEN_FILE="$T/status.token" expect 1 "$CTL" "${TCP[@]}" status
+ok "the read API over TCP with the token (--token-file, \$REAPD_TOKEN_FILE)"
+
+expect 125 "$CTL" "${TCP[@]}" --token-file "$T/wrong.token" status
+err_has "refused the token of $T/wrong.token"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "a wrong token: not one line: $(cat "$T/err")"
+expect 125 "$CTL" "${TCP[@]}" status
+err_has "status.token_file"
+ok "a wrong token or none: 125, one line"
+
+expect 125 "$CTL" "${TCP[@]}" --token-file "$T/status.token" requeue --all-dead
+err_has "read-only"
+expect 125 "$CTL" "${TCP[@]}" --token-file "$T/status.token" drain --timeout 1
+err_has "admin socket"
+ok "write commands on the TCP listener with the token: 125, read-only, pointing at the admin socket"
+

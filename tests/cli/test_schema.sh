@@ -53,12 +53,16 @@ ok "a torn last line is skipped; a whole line that is not JSON is refused"
 
 # Served by reapd, byte for byte.
 start_reapd_no_engine
-curl -sf -D "$T/headers" "http://127.0.0.1:$port/v1/schema/report" -o "$T/served" ||
+# On the admin socket: no token is configured, so the status listener
+# keeps the read API to itself.
+[ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/v1/schema/report")" = 401 ] ||
+  fail "GET /v1/schema/report on the status listener without a token: not 401"
+curl -sf -D "$T/headers" --unix-socket "$T/admin.sock" http://localhost/v1/schema/report -o "$T/served" ||
   fail "GET /v1/schema/report"
 cmp -s "$T/served" "$SCHEMA" || fail "/v1/schema/report differs from docs/report.schema.json"
 grep -qi '^content-type: application/schema+json' "$T/headers" ||
   fail "Content-Type: $(grep -i content-type "$T/headers")"
-curl -s -I "http://127.0.0.1:$port/v1/schema/report" -o "$T/head" || fail "HEAD"
+curl -s -I --unix-socket "$T/admin.sock" http://localhost/v1/schema/report -o "$T/head" || fail "HEAD"
 grep -qi "^content-length: $(wc -c <"$SCHEMA")" "$T/head" || fail "HEAD: $(cat "$T/head")"
 ok "GET /v1/schema/report serves docs/report.schema.json ($(wc -c <"$SCHEMA") bytes, application/schema+json)"
 kill -TERM "$pid"

@@ -582,6 +582,29 @@ reapd_config() {
     } * $extra' >"$D/reapd.json"
 }
 
+# api PATH [CURL_ARGS...]: curl -s PATH of the read API on reapd's admin
+# socket ($D/admin.sock), which serves it without a token; the status
+# listener serves /v1/ only with status.token_file's (see status_token).
+api() {
+  local path=$1
+  shift
+  curl -s --unix-socket "$D/admin.sock" "$@" "http://localhost$path"
+}
+
+# status_token: a fresh token in $D/status.token (mode 0600), for
+# reapd_start's extra '{status: {token_file: ...}}'; sets STATUS_TOKEN
+# and AUTH (curl's arguments that send it).
+# shellcheck disable=SC2034 # the tests' own
+STATUS_TOKEN=""
+# shellcheck disable=SC2034
+AUTH=()
+status_token() {
+  STATUS_TOKEN="e2e-$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')"
+  (umask 077 && printf '%s\n' "$STATUS_TOKEN" >"$D/status.token")
+  # shellcheck disable=SC2034 # the tests' own
+  AUTH=(-H "Authorization: Bearer $STATUS_TOKEN")
+}
+
 readyz_code() {
   curl -s -m 2 -o /dev/null -w '%{http_code}' "$REAPD_URL/readyz" 2>/dev/null || true
 }

@@ -52,7 +52,7 @@ starter=$!
 # in_cleanup: how many tracked containers are between their exit and
 # their report (what a kill must land on to test anything).
 in_cleanup() {
-  curl -s -m 2 "$REAPD_URL/v1/containers" 2>/dev/null |
+  api /v1/containers -m 2 2>/dev/null |
     jq '[.containers[] | select(.state != "running" and .state != "kept")] | length' \
       2>/dev/null || echo 0
 }

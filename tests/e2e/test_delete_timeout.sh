@@ -58,7 +58,7 @@ log "A ${a:0:12}, unmanaged B ${b:0:12} (runc delete takes 40 s)"
 # reapd_state ID: reapd's state of ID (GET .../report: 202 while it has
 # not reported).
 reapd_state() {
-  curl -s -m 5 "$REAPD_URL/v1/containers/$1/report" | jq -r '.state // "reported"'
+  api "/v1/containers/$1/report" -m 5 | jq -r '.state // "reported"'
 }
 held() { [ "$(reapd_state "$a")" = delaying ]; }
 # engine_exited ID: the engine's list (which no deletion blocks, unlike

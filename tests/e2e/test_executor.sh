@@ -43,15 +43,17 @@ trap _recv_on_exit EXIT
 wait_until 10 "the receiver to listen" test -s "$D/upstream.port"
 port=$(cat "$D/upstream.port")
 
+# The executor reads the status listener, with the token.
+status_token
 reapd_start "$REAPD_BIN" "$(jq -n --arg url "http://127.0.0.1:$port/reports" \
-  --arg ctrd "$(ctr_sock)" \
-  '{containerd: {socket: $ctrd},
+  --arg ctrd "$(ctr_sock)" --arg tf "$D/status.token" \
+  '{containerd: {socket: $ctrd}, status: {token_file: $tf},
     upstream: {url: $url, timeout_ms: 2000, retry_base_ms: 100,
                retry_max_ms: 500}}')"
 [ "$(stat -c %a "$D/admin.sock")" = 600 ] || fail "admin socket mode $(stat -c %a "$D/admin.sock"), want 600"
 
 # The stream, from now on, read as a subscriber would.
-curl -sN "$REAPD_URL/v1/reports/stream" >"$D/stream.ndjson" 2>/dev/null &
+curl -sN "${AUTH[@]}" "$REAPD_URL/v1/reports/stream" >"$D/stream.ndjson" 2>/dev/null &
 STREAM_PID=$!
 
 # The executor: docker run -d, then wait. The container runs for a while,
@@ -59,7 +61,7 @@ STREAM_PID=$!
 id=$(run_ctr --label reapd.managed=true "$IMAGE" sh -c 'sleep 3; exit 42')
 # wait=1 holds the answer a second, then says 202: at least 0.9 s, and
 # well before the exit 3 s after the start.
-out=$(curl -s -m 10 -o "$D/running.json" -w '%{http_code} %{time_total}' \
+out=$(curl -s -m 10 "${AUTH[@]}" -o "$D/running.json" -w '%{http_code} %{time_total}' \
   "$REAPD_URL/v1/containers/$id/report?wait=1")
 assert_eq 202 "${out%% *}" "wait=1 on a running container"
 held=$(awk -v t="${out#* }" 'BEGIN {printf "%d", t * 1000}')
@@ -81,7 +83,7 @@ assert_json "$(cat "$D/wait.out")" --arg id "$id" \
   "reapctl wait prints the report"
 # The HTTP equivalent, answered at once now (not held the 5 s), with its
 # place in the cursor.
-out=$(curl -s -m 10 -D "$D/headers" -o "$D/report.json" -w '%{http_code} %{time_total}' \
+out=$(curl -s -m 10 "${AUTH[@]}" -D "$D/headers" -o "$D/report.json" -w '%{http_code} %{time_total}' \
   "$REAPD_URL/v1/containers/$id/report?wait=5")
 assert_eq 200 "${out%% *}" "GET .../report?wait=5 once reported"
 held=$(awk -v t="${out#* }" 'BEGIN {printf "%d", t * 1000}')
@@ -94,7 +96,7 @@ assert_eq 0 "$rc" "reapctl wait without --exit-code"
 
 # A container reapd does not know: 404, and reapctl's own error (125).
 unknown=$(printf '%064d' 7)
-assert_eq 404 "$(curl -s -o /dev/null -w '%{http_code}' "$REAPD_URL/v1/containers/$unknown/report")" \
+assert_eq 404 "$(curl -s "${AUTH[@]}" -o /dev/null -w '%{http_code}' "$REAPD_URL/v1/containers/$unknown/report")" \
   "report of an unknown container"
 t0=$(now_ms)
 rc=0
@@ -131,16 +133,16 @@ jq -e -s --arg a "$id" --arg b "${ids[0]}" --arg c "${ids[1]}" '
   "$D/stream.ndjson" >/dev/null || fail "stream: $(cat "$D/stream.ndjson" | head -c 600)"
 first=$(head -n 1 "$D/stream.ndjson" | jq .seq)
 # A cursor resumes after the first: the other two, oldest first.
-out=$(curl -s -m 10 -o "$D/after.json" -w '%{http_code}' "$REAPD_URL/v1/reports?after=$first")
+out=$(curl -s -m 10 "${AUTH[@]}" -o "$D/after.json" -w '%{http_code}' "$REAPD_URL/v1/reports?after=$first")
 assert_eq 200 "$out" "GET /v1/reports?after=SEQ"
 after=$(jq -c '[.reports[].seq]' "$D/after.json")
 assert_eq "[$((first + 1)),$((first + 2))]" "$after" "cursor after the first seq"
-curl -s -m 3 -N "$REAPD_URL/v1/reports/stream?after=$first" >"$D/stream2.ndjson" 2>/dev/null || true
+curl -s -m 3 -N "${AUTH[@]}" "$REAPD_URL/v1/reports/stream?after=$first" >"$D/stream2.ndjson" 2>/dev/null || true
 assert_eq 2 "$(grep -c . "$D/stream2.ndjson")" "stream?after=SEQ replays what followed"
 
 # The operator: three dead letters (the upstream refused them all).
 wait_until 20 "3 dead letters" bash -c "[ \"\$('$REAPCTL' --socket '$D/admin.sock' reports --dead | grep -c .)\" = 3 ]"
-assert_eq 405 "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$REAPD_URL/v1/reports/requeue?state=dead")" \
+assert_eq 405 "$(curl -s "${AUTH[@]}" -o /dev/null -w '%{http_code}' -X POST "$REAPD_URL/v1/reports/requeue?state=dead")" \
   "requeue on the TCP listener"
 curl -sf "http://127.0.0.1:$port/_control?mode=200" >/dev/null
 out=$(ctl requeue --all-dead)

@@ -39,7 +39,7 @@ REAPCTL="$(dirname "$REAPD_BIN")/reapctl"
 ctl() { "$REAPCTL" --socket "$D/admin.sock" "$@"; }
 
 leaks_has_x() {
-  curl -s "$REAPD_URL/v1/leaks" | jq -e --arg id "$x" '.leaks | any(.container_id == $id)' >/dev/null
+  api /v1/leaks | jq -e --arg id "$x" '.leaks | any(.container_id == $id)' >/dev/null
 }
 x_listed_or_gone() { leaks_has_x || ! ctr_tasks | grep -q "^$x"; }
 wait_until 30 "the audit to list X on /v1/leaks" x_listed_or_gone
@@ -47,7 +47,7 @@ leaks_has_x || fail "X's task reaped at the first audit that saw it"
 # Seen once: listed, never reaped on one sighting (a container the engine
 # is still creating looks the same).
 sleep 3
-leaks=$(curl -s "$REAPD_URL/v1/leaks")
+leaks=$(api /v1/leaks)
 assert_json "$leaks" --arg id "$x" \
   '.leaks | map(select(.container_id == $id)) | .[0] | .audits_seen == 1 and .reaping == false' \
   "X after one audit"
@@ -57,7 +57,7 @@ out=$(ctl audit)
 assert_json "$out" '.done == true' "reapctl audit"
 # Task, containerd container and shim all gone, by a deadline.
 assert_no_task "$x" 60
-wait_until 10 "X to leave /v1/leaks" bash -c "! curl -s $REAPD_URL/v1/leaks | jq -e --arg id $x '.leaks | any(.container_id == \$id)' >/dev/null"
+wait_until 10 "X to leave /v1/leaks" bash -c "! curl -s --unix-socket $D/admin.sock http://localhost/v1/leaks | jq -e --arg id $x '.leaks | any(.container_id == \$id)' >/dev/null"
 metrics=$(curl -s "$REAPD_URL/metrics")
 grep -q '^reapd_tasks_reaped_total{found="audit"} 1$' <<<"$metrics" ||
   fail "metrics do not count the audit's reap: $(grep tasks_reaped <<<"$metrics")"

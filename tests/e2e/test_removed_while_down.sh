@@ -27,7 +27,7 @@ reapd_start "$REAPD_BIN"
 tracked() {
   local id
   for id in "$@"; do
-    curl -s -m 2 "$REAPD_URL/v1/containers" |
+    api /v1/containers -m 2 |
       jq -e --arg id "$id" '.containers[] | select(.container_id == $id)' >/dev/null || return 1
   done
 }

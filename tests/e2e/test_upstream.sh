@@ -73,9 +73,9 @@ delivered() {
 }
 wait_until 30 "3 reports delivered and 1 dead letter" delivered
 
-dead=$(curl -s "$REAPD_URL/v1/reports?limit=10" | jq '[.reports[] | select(.delivery == "dead")] | length')
+dead=$(api "/v1/reports?limit=10" | jq '[.reports[] | select(.delivery == "dead")] | length')
 assert_eq 1 "$dead" "dead letters on /v1/reports"
-okd=$(curl -s "$REAPD_URL/v1/reports?limit=10" | jq '[.reports[] | select(.delivery == "delivered")] | length')
+okd=$(api "/v1/reports?limit=10" | jq '[.reports[] | select(.delivery == "delivered")] | length')
 assert_eq 3 "$okd" "delivered reports on /v1/reports"
 assert_eq 0 "$(pending)" "pending once the upstream is back"
 metrics=$(curl -s "$REAPD_URL/metrics")

@@ -27,6 +27,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -53,11 +54,17 @@ static const char *B =
     "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb2";
 static const char *MANAGED = "{\"reapd.managed\":\"true\"}";
 
+#define TOKEN "s3cr3t-t0ken-value"
+#define AUTH  "Authorization: Bearer " TOKEN
+
 struct h {
     struct tu_reapd reapd;
     char ssock[96]; /* the status endpoint's unix socket, if any */
     int port;
     struct status *s;
+    struct config *cfg; /* h_new's, with the token; NULL: none */
+    char tokpath[160];  /* its token file, if any */
+    const char *auth;   /* sent by request(); NULL: nothing */
 };
 
 /* Everything but the status endpoint. */
@@ -71,9 +78,10 @@ h_base(void)
     return h;
 }
 
-/* With the endpoint on 127.0.0.1:<a free port>. */
+/* With the endpoint on 127.0.0.1:<a free port>, no config, no token:
+ * the read API closed. */
 static struct h *
-h_new(void)
+h_plain(void)
 {
     struct h *h = h_base();
     char listen[64];
@@ -85,10 +93,44 @@ h_new(void)
     return h;
 }
 
+/* A config whose status.token_file holds TOKEN (a 0600 file), in force
+ * on `s`; request() sends the token from now on. */
+static void
+h_token(struct h *h, struct status *s)
+{
+    char text[1024], err[256], *token = NULL;
+
+    snprintf(h->tokpath, sizeof(h->tokpath), "%s/status.token", h->reapd.dir);
+    tu_write_file(h->tokpath, TOKEN "\n", strlen(TOKEN "\n"));
+    assert_int_equal(chmod(h->tokpath, 0600), 0);
+    snprintf(text, sizeof(text),
+             "{\"node\":\"t\",\"state_dir\":\"%s\","
+             "\"status\":{\"token_file\":\"%s\"}}",
+             h->reapd.dir, h->tokpath);
+    config_free(h->cfg);
+    h->cfg = tu_config(text);
+    assert_int_equal(status_read_token(h->cfg, &token, err, sizeof(err)), 0);
+    status_set_config(s, h->cfg, token);
+    h->auth = AUTH;
+}
+
+/* h_plain with the token: the read API open to request(). */
+static struct h *
+h_new(void)
+{
+    struct h *h = h_plain();
+
+    h_token(h, h->s);
+    return h;
+}
+
 static void
 h_free(struct h *h)
 {
     status_free(h->s);
+    config_free(h->cfg);
+    if (h->tokpath[0] != '\0')
+        unlink(h->tokpath);
     if (h->ssock[0] != '\0')
         unlink(h->ssock);
     tu_reapd_close(&h->reapd);
@@ -163,6 +205,10 @@ request_full(struct h *h, const char *method, const char *path,
         req.unix_socket = h->ssock;
     } else {
         snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", h->port, path);
+    }
+    if (hdrs == NULL && h->auth != NULL) {
+        hdrs = &h->auth;
+        nhdrs = 1;
     }
     req.method = method;
     req.url = url;
@@ -901,7 +947,7 @@ t_half_request_does_not_block(void **state)
 static void
 t_concurrent_requests(void **state)
 {
-    struct h *h = h_new();
+    struct h *h = h_plain(); /* /metrics needs no token without one */
     struct resp r[20];
     char url[64];
     int i;
@@ -1267,8 +1313,6 @@ status_config(struct h *h, const char *extra)
     return tu_config(text);
 }
 
-#define TOKEN "s3cr3t-t0ken-value"
-
 /* A config with secrets and a token; returns it (caller frees). */
 static struct config *
 secret_config(struct h *h, char *tokpath, size_t cap)
@@ -1302,7 +1346,7 @@ request_auth(struct h *h, const char *path, const char *auth, struct resp *r)
 static void
 t_config_redacted(void **state)
 {
-    struct h *h = h_new();
+    struct h *h = h_plain();
     struct resp r;
     struct json_node *root;
     const struct json_node *up, *st;
@@ -1310,9 +1354,9 @@ t_config_redacted(void **state)
     struct config *cfg;
 
     (void)state;
-    /* No config yet: says so. */
+    /* No config yet, so no token: closed. */
     request(h, "GET", "/v1/config", &r);
-    assert_int_equal(r.status, 503);
+    assert_int_equal(r.status, 401);
     resp_clear(&r);
     cfg = secret_config(h, tokpath, sizeof(tokpath));
     request_auth(h, "/v1/config", "Authorization: Bearer " TOKEN, &r);
@@ -1350,6 +1394,7 @@ t_auth(void **state)
     size_t i;
 
     (void)state;
+    h->auth = NULL;
     for (i = 0; i < sizeof(closed) / sizeof(closed[0]); i++) {
         request(h, "GET", closed[i], &r);
         assert_int_equal(r.status, 401);
@@ -2009,12 +2054,22 @@ admin_request(struct api *a, const char *method, const char *path,
     a->h->ssock[0] = '\0';
 }
 
-/* A raw request on a new TCP connection, left open for the answer. */
+/* A raw request on a new TCP connection, left open for the answer;
+ * h->auth goes in after its request line. */
 static int
 raw_send(struct h *h, const char *req)
 {
     int fd = raw_connect(h);
+    const char *eol = strstr(req, "\r\n");
+    char buf[4096];
+    int n;
 
+    if (h->auth != NULL && eol != NULL) {
+        n = snprintf(buf, sizeof(buf), "%.*s\r\n%s%s", (int)(eol - req), req,
+                     h->auth, eol);
+        assert_true(n > 0 && (size_t)n < sizeof(buf));
+        req = buf;
+    }
     assert_int_equal(send(fd, req, strlen(req), 0), (ssize_t)strlen(req));
     return fd;
 }
@@ -2777,6 +2832,354 @@ t_corner_auth_scheme_any_case(void **state)
     config_free(cfg);
 }
 
+/* ---- who may read what ------------------------------------------------ */
+
+/* Every route of the read API, and what the status listener answers it
+ * with the token (reaper started, no container, a store). */
+static const struct route {
+    const char *method, *path;
+    long with_token;
+} routes[] = {
+    {"GET", "/v1/status", 200},
+    {"GET", "/v1/containers", 200},
+    {"GET",
+     "/v1/containers/"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1",
+     404},
+    {"GET",
+     "/v1/containers/"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1/report",
+     404},
+    {"GET",
+     "/v1/containers/"
+     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa1/"
+     "report?wait=1",
+     404},
+    {"GET", "/v1/reports", 200},
+    {"GET", "/v1/reports?after=0&limit=5", 200},
+    {"GET", "/v1/leaks", 200},
+    {"GET", "/v1/config", 200},
+    {"GET", "/v1/schema/report", 200},
+    {"GET", "/v1/no/such/route", 404},
+    {"GET", "/v1", 404},
+    {"POST", "/v1/drain", 405},
+    {"POST", "/v1/audit", 405},
+    {"POST", "/v1/reports/requeue?state=dead", 405},
+    {"POST", "/v1/reports/r1/requeue", 405},
+};
+
+/* The status of `line`'s answer (a request line; HTTP/1.1 added) on a
+ * raw connection, with `auth` (NULL: none), within 300 ms: the report
+ * stream's never ends, and libcurl would wait for a HEAD's body. */
+static int
+raw_status_of(struct api *a, const char *line, const char *auth)
+{
+    const char *saved = a->h->auth;
+    char buf[4096] = "", req[256];
+    int fd, closed;
+
+    snprintf(req, sizeof(req), "%s HTTP/1.1\r\nHost: x\r\n\r\n", line);
+    a->h->auth = auth;
+    fd = raw_send(a->h, req);
+    a->h->auth = saved;
+    raw_gather(a->h, fd, buf, sizeof(buf), 300, &closed);
+    close(fd);
+    return raw_status(buf);
+}
+
+static int
+stream_status(struct api *a, const char *auth)
+{
+    return raw_status_of(a, "GET /v1/reports/stream", auth);
+}
+
+/* Without a token configured, the status listener serves the probes and
+ * /metrics, and answers every route of the read API 401 with a reason
+ * naming the admin socket and status.token_file, a token sent or not;
+ * the admin socket serves them all without one. */
+static void
+t_access_closed_by_default(void **state)
+{
+    struct api a;
+    struct resp r;
+    struct json_node *root;
+    char extra[256];
+    struct config *cfg;
+    size_t i;
+    const char *sent[] = {NULL, AUTH, "Authorization: Bearer "};
+
+    (void)state;
+    api_open(&a);
+    snprintf(extra, sizeof(extra), "\"admin\":{\"socket\":\"%s\"}", a.asock);
+    cfg = status_config(a.h, extra);
+    status_set_config(a.h->s, cfg, NULL);
+    for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        size_t k;
+
+        for (k = 0; k < sizeof(sent) / sizeof(sent[0]); k++) {
+            a.h->auth = sent[k];
+            request(a.h, routes[i].method, routes[i].path, &r);
+            if (r.status != 401)
+                fail_msg("%s %s with %s: %ld, want 401", routes[i].method,
+                         routes[i].path, sent[k] ? sent[k] : "no token",
+                         r.status);
+            assert_string_equal(r.www, "Bearer realm=\"reapd\"");
+            root = json_body(&r);
+            assert_non_null(strstr(json_string(json_get(root, "error")),
+                                   "status.token_file"));
+            assert_non_null(
+                strstr(json_string(json_get(root, "error")), a.asock));
+            assert_non_null(
+                strstr(json_string(json_get(root, "error")), "admin socket"));
+            json_free(root);
+            resp_clear(&r);
+        }
+        /* The admin socket: never a 401. */
+        a.h->auth = NULL;
+        if (admin_status_of(&a, routes[i].method, routes[i].path) == 401)
+            fail_msg("admin socket: %s %s: 401", routes[i].method,
+                     routes[i].path);
+    }
+    assert_int_equal(stream_status(&a, NULL), 401);
+    assert_int_equal(stream_status(&a, AUTH), 401);
+    assert_int_equal(raw_status_of(&a, "HEAD /v1/status", NULL), 401);
+    assert_int_equal(raw_status_of(&a, "HEAD /v1/status", AUTH), 401);
+    a.h->auth = NULL;
+    assert_int_equal(admin_status_of(&a, "GET", "/v1/status"), 200);
+    assert_int_equal(admin_status_of(&a, "GET", "/v1/containers"), 200);
+    /* Open: the probes, /metrics; anything else is not there. */
+    assert_int_equal(status_of(a.h, "GET", "/livez"), 200);
+    assert_int_equal(status_of(a.h, "GET", "/readyz"), 200);
+    assert_int_equal(status_of(a.h, "GET", "/no/such/path"), 404);
+    assert_int_equal(status_of(a.h, "GET", "/v1x"), 404);
+    request(a.h, "GET", "/metrics", &r);
+    assert_int_equal(r.status, 200);
+    assert_true(sample(r.body, "reapd_status_rejected_total{reason=\""
+                               "unauthorized\"}") ==
+                3 * (double)(sizeof(routes) / sizeof(routes[0])) + 4);
+    resp_clear(&r);
+    api_close(&a);
+    config_free(cfg);
+}
+
+/* With the token: every route as without the gate; a wrong token, one a
+ * byte shorter or longer, an empty one, another scheme: 401 on all of
+ * them and on /metrics, which a token closes too. */
+static void
+t_access_token_routes(void **state)
+{
+    struct api a;
+    size_t i, k;
+    const char *wrong[] = {
+        NULL,
+        "Authorization: Bearer s3cr3t-t0ken-valuf",
+        "Authorization: Bearer s3cr3t-t0ken-valu",
+        "Authorization: Bearer s3cr3t-t0ken-valuee",
+        "Authorization: Bearer ",
+        "Authorization: Basic " TOKEN,
+        "Authorization: " TOKEN,
+    };
+
+    (void)state;
+    api_open(&a);
+    for (i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        long code;
+
+        a.h->auth = AUTH;
+        code = status_of(a.h, routes[i].method, routes[i].path);
+        if (code != routes[i].with_token)
+            fail_msg("%s %s with the token: %ld, want %ld", routes[i].method,
+                     routes[i].path, code, routes[i].with_token);
+        for (k = 0; k < sizeof(wrong) / sizeof(wrong[0]); k++) {
+            a.h->auth = wrong[k];
+            code = status_of(a.h, routes[i].method, routes[i].path);
+            if (code != 401)
+                fail_msg("%s %s with %s: %ld, want 401", routes[i].method,
+                         routes[i].path, wrong[k] ? wrong[k] : "no token",
+                         code);
+        }
+    }
+    assert_int_equal(stream_status(&a, AUTH), 200);
+    assert_int_equal(stream_status(&a, NULL), 401);
+    assert_int_equal(raw_status_of(&a, "HEAD /v1/status", AUTH), 200);
+    assert_int_equal(raw_status_of(&a, "HEAD /v1/status", NULL), 401);
+    assert_int_equal(stream_status(&a, wrong[1]), 401);
+    for (k = 0; k < sizeof(wrong) / sizeof(wrong[0]); k++) {
+        a.h->auth = wrong[k];
+        assert_int_equal(status_of(a.h, "GET", "/metrics"), 401);
+        assert_int_equal(status_of(a.h, "GET", "/livez"), 200);
+        assert_int_equal(status_of(a.h, "GET", "/readyz"), 200);
+    }
+    a.h->auth = "Authorization: bEaReR " TOKEN;
+    assert_int_equal(status_of(a.h, "GET", "/metrics"), 200);
+    assert_int_equal(status_of(a.h, "GET", "/v1/status"), 200);
+    api_close(&a);
+}
+
+/* status_read_token on a token file at `path`: 0 or -1, the reason in
+ * `err`. */
+static int
+read_token_at(struct h *h, const char *path, char *err, size_t errlen)
+{
+    char text[1024];
+    struct config *cfg;
+    char *token = NULL;
+    int rc;
+
+    snprintf(text, sizeof(text),
+             "{\"node\":\"t\",\"state_dir\":\"%s\","
+             "\"status\":{\"token_file\":\"%s\"}}",
+             h->reapd.dir, path);
+    cfg = tu_config(text);
+    err[0] = '\0';
+    rc = status_read_token(cfg, &token, err, errlen);
+    if (rc == 0) {
+        assert_string_equal(token, TOKEN);
+        upstream_token_free(token);
+    } else {
+        assert_null(token);
+        assert_non_null(strstr(err, path));
+        assert_null(strstr(err, TOKEN));
+    }
+    config_free(cfg);
+    return rc;
+}
+
+/* The token file must be a regular file (a symlink is followed: the file
+ * read is what counts) that only its owner, reapd's user or root, may
+ * read or write: each bit of 0066 refuses it, execute bits do not. */
+static void
+t_token_file_private(void **state)
+{
+    struct h *h = h_base();
+    char path[160], link[160], fifo[160], dir[160], err[512];
+    static const struct {
+        mode_t mode;
+        int rc;
+    } modes[] = {
+        {0600, 0},  {0400, 0},  {0200, -1}, {0700, 0},  {0611, 0},
+        {0640, -1}, {0620, -1}, {0604, -1}, {0602, -1}, {0660, -1},
+        {0606, -1}, {0644, -1}, {0666, -1}, {0000, -1},
+    };
+    size_t i;
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/tok", h->reapd.dir);
+    tu_write_file(path, TOKEN "\n", strlen(TOKEN "\n"));
+    for (i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        int rc;
+
+        assert_int_equal(chmod(path, modes[i].mode), 0);
+        rc = read_token_at(h, path, err, sizeof(err));
+        /* 0200 and 0000: root reads them all the same; the group and
+         * others bits are what is judged. */
+        if (modes[i].mode == 0200 || modes[i].mode == 0000)
+            rc = geteuid() == 0 ? rc : -1;
+        if (modes[i].mode == 0200 || modes[i].mode == 0000)
+            continue;
+        if (rc != modes[i].rc)
+            fail_msg("mode %04o: %d (%s), want %d", (unsigned)modes[i].mode,
+                     rc, err, modes[i].rc);
+        if (rc != 0 && (modes[i].mode & 066) != 0)
+            assert_non_null(strstr(err, "group or others"));
+    }
+    /* A symlink to it: its target's mode counts, not the link's. */
+    snprintf(link, sizeof(link), "%s/tok.link", h->reapd.dir);
+    assert_int_equal(symlink(path, link), 0);
+    assert_int_equal(chmod(path, 0600), 0);
+    assert_int_equal(read_token_at(h, link, err, sizeof(err)), 0);
+    assert_int_equal(chmod(path, 0644), 0);
+    assert_int_equal(read_token_at(h, link, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "group or others"));
+    assert_int_equal(chmod(path, 0600), 0);
+    /* Owned by another user: refused (root can make one). */
+    if (geteuid() == 0) {
+        assert_int_equal(chown(path, 65534, 65534), 0);
+        assert_int_equal(read_token_at(h, path, err, sizeof(err)), -1);
+        assert_non_null(strstr(err, "another user"));
+        assert_int_equal(chown(path, 0, 0), 0);
+        assert_int_equal(read_token_at(h, path, err, sizeof(err)), 0);
+    } else {
+        assert_int_equal(read_token_at(h, path, err, sizeof(err)), 0);
+    }
+    /* Not a regular file: a directory, a FIFO (no hang on it). */
+    snprintf(dir, sizeof(dir), "%s/tokdir", h->reapd.dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    assert_int_equal(read_token_at(h, dir, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    snprintf(fifo, sizeof(fifo), "%s/tokfifo", h->reapd.dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(read_token_at(h, fifo, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "not a regular file"));
+    unlink(fifo);
+    rmdir(dir);
+    unlink(link);
+    unlink(path);
+    h_free(h);
+}
+
+/* Nanoseconds of the fastest of 5 rounds of `n` comparisons. */
+static uint64_t
+match_ns(const char *token, const char *guess, int n)
+{
+    uint64_t best = UINT64_MAX;
+    int round, i;
+
+    for (round = 0; round < 5; round++) {
+        struct timespec t0, t1;
+        uint64_t ns;
+        int hits = 0;
+
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (i = 0; i < n; i++)
+            hits += status_token_matches(token, guess);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        assert_int_equal(hits, 0);
+        ns = (uint64_t)(t1.tv_sec - t0.tv_sec) * 1000000000u +
+             (uint64_t)t1.tv_nsec - (uint64_t)t0.tv_nsec;
+        if (ns < best)
+            best = ns;
+    }
+    return best;
+}
+
+/* The comparison takes as long for a guess wrong at its first byte, or
+ * of one byte, as for one wrong at its last: an early exit would make
+ * the first ~4000 times faster, so a factor of 4 is far from noise. */
+static void
+t_token_compare_constant_time(void **state)
+{
+    size_t n = 4096;
+    char *token = malloc(n + 1), *first = malloc(n + 1), *last = malloc(n + 1);
+    uint64_t t_first, t_last, t_short;
+
+    (void)state;
+    assert_non_null(token);
+    assert_non_null(first);
+    assert_non_null(last);
+    memset(token, 'a', n);
+    token[n] = '\0';
+    memcpy(first, token, n + 1);
+    memcpy(last, token, n + 1);
+    first[0] = 'b';
+    last[n - 1] = 'b';
+    assert_true(status_token_matches(token, token));
+    assert_false(status_token_matches(token, first));
+    assert_false(status_token_matches(token, last));
+    assert_false(status_token_matches(token, "a"));
+    t_first = match_ns(token, first, 2000);
+    t_last = match_ns(token, last, 2000);
+    t_short = match_ns(token, "b", 2000);
+    if (t_last > 4 * t_first || t_last > 4 * t_short)
+        fail_msg("wrong at the end: %llu ns; at the start: %llu ns; one "
+                 "byte: %llu ns",
+                 (unsigned long long)t_last, (unsigned long long)t_first,
+                 (unsigned long long)t_short);
+    free(token);
+    free(first);
+    free(last);
+}
+
 int
 main(void)
 {
@@ -2828,6 +3231,10 @@ main(void)
         cmocka_unit_test(t_corner_method_table),
         cmocka_unit_test(t_corner_report_routes_without_store),
         cmocka_unit_test(t_corner_auth_scheme_any_case),
+        cmocka_unit_test(t_access_closed_by_default),
+        cmocka_unit_test(t_access_token_routes),
+        cmocka_unit_test(t_token_file_private),
+        cmocka_unit_test(t_token_compare_constant_time),
     };
 
     signal(SIGPIPE, SIG_IGN); /* raw clients and the fake engine */
