@@ -93,13 +93,6 @@ on_report_made(const char *json, size_t len, void *arg)
     outbox_kick(arg);
 }
 
-static void
-on_report_unstored(const char *report_id, const char *container_id,
-                   const char *json, size_t len, void *arg)
-{
-    (void)outbox_send_unstored(arg, report_id, container_id, json, len);
-}
-
 /* Where the engine's containerd listens, or NULL for Docker-only mode.
  * "auto" looks once, at startup: the standalone containerd's socket, then
  * the one dockerd starts for itself. */
@@ -584,7 +577,6 @@ main(int argc, char **argv)
         upstream_token_free(token);
         outbox_set_upstream(a.outbox, a.up);
         reaper_on_report(a.reaper, on_report_made, a.outbox);
-        reaper_on_unstored(a.reaper, on_report_unstored, a.outbox);
         log_info(NULL, "upstream: delivering reports (at least once)");
     } else {
         log_info(NULL,

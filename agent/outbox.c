@@ -352,29 +352,6 @@ outbox_new(struct loop *l, struct store *st, struct upstream *u)
     return ob;
 }
 
-int
-outbox_send_unstored(struct outbox *ob, const char *report_id,
-                     const char *container_id, const char *body, size_t len)
-{
-    int rc;
-
-    if (ob->up == NULL)
-        return -ENOTCONN;
-    rc = upstream_submit(ob->up, report_id, container_id, body, len);
-    if (rc == 0) {
-        ob->stats.unstored_sent++;
-        log_warn(container_id,
-                 "outbox: report %s is only in memory (the state's disk "
-                 "full): sent from there meanwhile",
-                 report_id);
-    } else if (rc != -EEXIST) {
-        log_error(container_id,
-                  "outbox: report %s, only in memory, not handed over: %s",
-                  report_id, strerror(-rc));
-    }
-    return rc;
-}
-
 void
 outbox_set_upstream(struct outbox *ob, struct upstream *u)
 {

@@ -42,23 +42,11 @@ const struct upstream_cbs *outbox_upstream_cbs(void);
  * as its callback argument, so it is created after it). */
 void outbox_set_upstream(struct outbox *ob, struct upstream *u);
 
-/*
- * Sends a report the store could not take (its disk full) from memory,
- * all copied: upstream holds and retries it like any other. Its outcome
- * is not recorded (there is no row yet); stored later, it goes again
- * with the same Idempotency-Key. 0, or upstream_submit's error (-EEXIST:
- * already held); -ENOTCONN with no upstream configured.
- */
-int outbox_send_unstored(struct outbox *ob, const char *report_id,
-                         const char *container_id, const char *body,
-                         size_t len);
-
 struct outbox_stats {
     uint64_t delivered; /* since start */
     uint64_t retries;
     uint64_t dead; /* refused upstream, or never deliverable */
     uint64_t store_errors;
-    uint64_t unstored_sent; /* handed over from memory (disk full) */
     /* Outcomes (delivered, dead) held in memory because the state could
      * not be written (disk full); not sent again meanwhile. */
     size_t unrecorded;

@@ -806,14 +806,6 @@ persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
     r->ps.unsaved_tail = u;
     r->ps.nunsaved++;
     arm_store_retry(r);
-    /* Its only copy: delivered from memory meanwhile, so a kill -9
-     * before the disk frees loses nothing the upstream was told (the
-     * chaos soak lost one so: its container --rm, the engine's events
-     * gone with a dockerd restart). Once stored it goes again, with the
-     * same Idempotency-Key. */
-    if (only_copy && r->unstored_cb != NULL)
-        r->unstored_cb(u->report_id, u->container_id, u->json, u->len,
-                       r->unstored_arg);
 }
 
 static void

@@ -1777,13 +1777,6 @@ reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg)
 }
 
 void
-reaper_on_unstored(struct reaper *r, reaper_unstored_cb cb, void *arg)
-{
-    r->unstored_cb = cb;
-    r->unstored_arg = arg;
-}
-
-void
 reaper_on_ready(struct reaper *r, reaper_ready_cb cb, void *arg)
 {
     r->ready_cb = cb;

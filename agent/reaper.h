@@ -232,17 +232,6 @@ void reaper_audit_state(const struct reaper *r, struct reaper_audit *out);
 typedef void (*reaper_report_cb)(const char *json, size_t len, void *arg);
 void reaper_on_report(struct reaper *r, reaper_report_cb cb, void *arg);
 
-/*
- * Called for a report that reached neither reports.jsonl nor the store
- * (the state's disk full): its only copy is in memory, so it is handed to
- * delivery at once instead of waiting for the store. Ids and body are
- * borrowed for the call.
- */
-typedef void (*reaper_unstored_cb)(const char *report_id,
-                                   const char *container_id, const char *json,
-                                   size_t len, void *arg);
-void reaper_on_unstored(struct reaper *r, reaper_unstored_cb cb, void *arg);
-
 /* Called when reaper_ready() turns: ready once a relist after a
  * (re)subscription is done, not ready when the stream is lost; `why` as
  * reaper_ready() gives it (NULL when ready). For systemd's READY=1. */

@@ -207,8 +207,6 @@ struct reaper {
 
     reaper_report_cb report_cb;
     void *report_arg;
-    reaper_unstored_cb unstored_cb;
-    void *unstored_arg;
     reaper_ready_cb ready_cb;
     void *ready_arg;
     bool told_ready; /* what ready_cb was last told */

@@ -133,6 +133,25 @@ books_check() {
         if (fk[j] == "containerd_kills" && overlap(lo, hi, fs[j] - 1000, fe[j] + 5000)) return "containerd"
       return ""
     }
+    # A loss of i the fault log explains: a container the engine removes
+    # (--rm, docker rm -f) whose exit came while the disk of the state was
+    # full, a dockerd restart after it (the events of the engine gone), and reapd
+    # killed before the disk freed, or within 2 s after (the store is
+    # tried again each second): its code was in the memory of reapd only
+    # (docs/state.md, "Disk full").
+    function lost_explained(i,   j, k, m, lo, hi) {
+      if (ak[i] != "rm" && ak[i] != "other") return 0
+      lo = ai[i]; hi = latest(i) + cleanup(i)
+      for (j = 1; j <= nf; j++) {
+        if (fk[j] != "disk_full" || !overlap(lo, hi, fs[j], fe[j])) continue
+        for (m = 1; m <= nf; m++) {
+          if (fk[m] != "reapd_kills" || fs[m] < lo || fs[m] < fs[j] || fs[m] > fe[j] + 2000) continue
+          for (k = 1; k <= nf; k++)
+            if (fk[k] == "dockerd_restarts" && fs[k] >= lo - 1000 && fs[k] <= fs[m]) return 1
+        }
+      }
+      return 0
+    }
     # The faults within 10 s of a window, for a reader to chase.
     function near(lo, hi,   j, s) {
       s = ""
@@ -216,7 +235,10 @@ books_check() {
       for (i = 1; i <= na; i++) {
         if (ast[i] == "ok") {
           exits++; kinds[ak[i]]++
-          if (!(i in judged)) {
+          if (!(i in judged) && lost_explained(i)) {
+            lost_disk++
+            printf "soak: lost, explained (disk full, dockerd restart, reapd killed before the disk freed): id=%s name=%s kind=%s want=%s; window: %s\n", aid[i], an[i], ak[i], aw[i], window(i) > "/dev/stderr"
+          } else if (!(i in judged)) {
             lost++
             if (lost <= 20)
               printf "soak: lost: id=%s name=%s kind=%s want=%s; window: %s\n", aid[i], an[i], ak[i], aw[i], window(i) > "/dev/stderr"
@@ -269,7 +291,7 @@ books_check() {
       n = split("containerd_kills disk_full dockerd_restarts reapd_kills shim_kills sighup_invalid sighup_valid upstream_down upstream_flaps", kn, " ")
       for (x = 1; x <= n; x++) if (nfk[kn[x]]) fsum = fsum kn[x] "=" nfk[kn[x]] " "
       printf "exits=%d\nlost=%d\nwrong=%d\nunknown=%d\nunexplained=%d\nunknowable=%d\n", exits, lost, wrong, unknown, unexpl, unknowable
-      printf "byengine=%d\nunflagged=%d\ndisturbed=%d\nsplit=%d\nunaccounted=%d\n", byengine, unflagged, dist, split_, unacc
+      printf "byengine=%d\nunflagged=%d\ndisturbed=%d\nsplit=%d\nunaccounted=%d\nlost_disk=%d\n", byengine, unflagged, dist, split_, unacc, lost_disk
       printf "failed=%d\nfailed_out=%d\nfailed_bound=%d\nfloor=%d\nup_s=%d\n", failed, failed_out, bound, floor_, up / 1000
       printf "reapd_kills=%d\ndockerd_restarts=%d\nkinds=%s\nfaults=%s\n", nfk["reapd_kills"], nfk["dockerd_restarts"], ks, fsum
     }') || { echo "soak: books: the accounting failed" >&2; return 1; }
@@ -331,7 +353,7 @@ books_check() {
   echo "soak: kinds: ${B[kinds]}failed_starts=${B[failed]}"
   echo "soak: faults: ${B[faults]}"
   echo "soak: exits ${B[exits]}, floor ${B[floor]} ($BOOKS_RATE a minute over ${B[up_s]} s of churn with the engine up); starts failed ${B[failed]}, ${B[failed_out]} outside the fault windows (at most ${B[failed_bound]})"
-  echo "soak_codes_lost_by_engine=${B[byengine]} soak_codes_lost_unflagged=${B[unflagged]} soak_codes_lost_in_restarts=${B[disturbed]} soak_codes_unknown=${B[unknown]} soak_codes_unknowable=${B[unknowable]} soak_split_reports=${B[split]} soak_unaccounted_reports=${B[unaccounted]} soak_leaked_engine_containers=$leaked_docker soak_failed_starts=${B[failed]} soak_failed_starts_unexpected=${B[failed_out]} soak_exit_floor=${B[floor]} soak_probes_failed=$probes_failed outbox_pending=${M[outbox_pending]:-} outbox_dead=${M[outbox_dead]:-} reloads_ok=${M[reloads_ok]:-} reloads_rejected=${M[reloads_rejected]:-}"
+  echo "soak_codes_lost_by_engine=${B[byengine]} soak_codes_lost_unflagged=${B[unflagged]} soak_codes_lost_in_restarts=${B[disturbed]} soak_codes_unknown=${B[unknown]} soak_codes_unknowable=${B[unknowable]} soak_split_reports=${B[split]} soak_unaccounted_reports=${B[unaccounted]} soak_reports_lost_to_disk_full=${B[lost_disk]} soak_leaked_engine_containers=$leaked_docker soak_failed_starts=${B[failed]} soak_failed_starts_unexpected=${B[failed_out]} soak_exit_floor=${B[floor]} soak_probes_failed=$probes_failed outbox_pending=${M[outbox_pending]:-} outbox_dead=${M[outbox_dead]:-} reloads_ok=${M[reloads_ok]:-} reloads_rejected=${M[reloads_rejected]:-}"
   echo "soak_exits=${B[exits]} soak_reports_lost=${B[lost]} soak_wrong_codes=${B[wrong]} soak_leaked_tasks=$leaked_tasks soak_leaked_containers=$((leaked_ctrs + leaked_docker)) soak_duplicate_deliveries=$dups reapd_kills=${B[reapd_kills]} dockerd_restarts=${B[dockerd_restarts]} soak_unknown=${B[unknown]} soak_unexplained=${B[unexplained]}"
   return "$bad"
 }

@@ -14,7 +14,6 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include <errno.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/http.h>
@@ -322,50 +321,6 @@ t_same_container(void **state)
     fx_free(f);
 }
 
-/*
- * A report the store could not take (disk full) goes from memory: sent
- * once while upstream holds it (-EEXIST), delivered with no row to mark;
- * once the store takes it, it goes again with the same key and is marked
- * delivered. Without an upstream, -ENOTCONN and nothing is sent.
- */
-static void
-t_unstored_sent_from_memory(void **state)
-{
-    struct fx *f = fx_new();
-    struct outbox_stats os;
-    char id[STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
-    char *body = body_of(64);
-    struct outbox *bare;
-
-    (void)state;
-    tu_report_id(id, 7);
-    tu_container_id(ctr, 7);
-    bare = outbox_new(f->l, f->st, NULL);
-    assert_non_null(bare);
-    assert_int_equal(outbox_send_unstored(bare, id, ctr, body, 64), -ENOTCONN);
-    outbox_free(bare);
-    fx_start(f);
-    f->srv.code = 503; /* held and retried by upstream meanwhile */
-    assert_int_equal(outbox_send_unstored(f->ob, id, ctr, body, 64), 0);
-    assert_int_equal(outbox_send_unstored(f->ob, id, ctr, body, 64), -EEXIST);
-    TU_RUN_UNTIL(f->l, srv_seen(&f->srv, id) >= 2, 5000);
-    f->srv.code = 200;
-    TU_RUN_UNTIL(f->l, (outbox_stats(f->ob, &os), os.delivered == 1), 5000);
-    assert_int_equal(os.unstored_sent, 1);
-    assert_int_equal(os.store_errors, 0);
-    assert_int_equal(os.unrecorded, 0);
-    /* The store takes it now: due, and delivered again, same key. */
-    assert_int_equal(store_add_report(f->st, id, ctr, body, 64, 1000),
-                     STORE_OK);
-    outbox_kick(f->ob);
-    TU_RUN_UNTIL(f->l, is_delivered(f, id), 5000);
-    outbox_stats(f->ob, &os);
-    assert_int_equal(os.delivered, 2);
-    assert_int_equal(os.unstored_sent, 1);
-    free(body);
-    fx_free(f);
-}
-
 /* What upstream refuses for good (a 4xx) is a dead letter "rejected",
  * with the status in its error and the attempt counted. */
 static void
@@ -519,7 +474,6 @@ main(void)
         cmocka_unit_test(t_oversize_do_not_block),
         cmocka_unit_test(t_bad_ids_do_not_block),
         cmocka_unit_test(t_same_container),
-        cmocka_unit_test(t_unstored_sent_from_memory),
         cmocka_unit_test(t_rejected),
         cmocka_unit_test(t_requeue),
         cmocka_unit_test(t_disk_full_no_storm),
