@@ -957,6 +957,41 @@ _proxy_cleanup() {
 
 _proxy_status() { return "$1"; }
 
+# ---------------------------------------------------------------- upstream
+
+# upstream_start [MODE]: the upstream receiver (tests/tools, built next to
+# the reapd binary) on a free port, recording what it is sent in
+# $D/upstream.jsonl and answering MODE (default 200); sets RECV_PID and
+# UPSTREAM_PORT. The EXIT trap stops it, and every pid in E2E_BG_PIDS,
+# before the harness's own cleanup.
+E2E_BG_PIDS=()
+upstream_start() {
+  local recv
+  recv="$(dirname "$REAPD_BIN")/tests/tools/upstream_receiver"
+  [ -x "$recv" ] || fail "no upstream receiver at $recv (build the project)"
+  "$recv" --record "$D/upstream.jsonl" --port-file "$D/upstream.port" \
+    --mode "${1:-200}" >"$D/receiver.out" 2>"$D/receiver.log" &
+  RECV_PID=$!
+  trap _upstream_on_exit EXIT
+  wait_until 10 "the receiver to listen" test -s "$D/upstream.port"
+  # shellcheck disable=SC2034  # read by the tests
+  UPSTREAM_PORT=$(cat "$D/upstream.port")
+}
+
+# shellcheck disable=SC2317  # run by the EXIT trap
+_upstream_on_exit() {
+  local rc=$? p
+  # _proxy_status hands rc on as a failing status: under errexit it
+  # would end this trap before the engine is stopped.
+  trap - ERR
+  set +e
+  for p in "$RECV_PID" "${E2E_BG_PIDS[@]}"; do
+    kill "$p" 2>/dev/null || true
+  done
+  _proxy_status "$rc"
+  _e2e_on_exit
+}
+
 # The EXIT trap while a proxy runs: its log on failure, stop it, then the
 # usual _e2e_on_exit (handed the same exit status).
 _proxy_on_exit() {

@@ -16,32 +16,15 @@ source "$(dirname "$0")/lib.sh"
 e2e_begin "$@"
 
 REAPCTL="$(dirname "$REAPD_BIN")/reapctl"
-RECV="$(dirname "$REAPD_BIN")/tests/tools/upstream_receiver"
 [ -x "$REAPCTL" ] || fail "no reapctl next to $REAPD_BIN (build the project)"
-[ -x "$RECV" ] || fail "no upstream receiver at $RECV (build the project)"
 ctl() { "$REAPCTL" --socket "$D/admin.sock" "$@"; }
 
 engine_start
 image_build
 
 # The upstream refuses every report (400): each becomes a dead letter.
-"$RECV" --record "$D/upstream.jsonl" --port-file "$D/upstream.port" \
-  --mode 400 >"$D/receiver.out" 2>"$D/receiver.log" &
-RECV_PID=$!
-_recv_on_exit() {
-  local rc=$?
-  # _proxy_status hands rc on as a failing status: under errexit it
-  # would end this trap before the engine is stopped.
-  trap - ERR
-  set +e
-  kill "$RECV_PID" 2>/dev/null || true
-  kill "${STREAM_PID:-}" 2>/dev/null || true
-  _proxy_status "$rc"
-  _e2e_on_exit
-}
-trap _recv_on_exit EXIT
-wait_until 10 "the receiver to listen" test -s "$D/upstream.port"
-port=$(cat "$D/upstream.port")
+upstream_start 400
+port=$UPSTREAM_PORT
 
 # The executor reads the status listener, with the token.
 status_token
@@ -55,6 +38,7 @@ reapd_start "$REAPD_BIN" "$(jq -n --arg url "http://127.0.0.1:$port/reports" \
 # The stream, from now on, read as a subscriber would.
 curl -sN "${AUTH[@]}" "$REAPD_URL/v1/reports/stream" >"$D/stream.ndjson" 2>/dev/null &
 STREAM_PID=$!
+E2E_BG_PIDS+=("$STREAM_PID")
 
 # The executor: docker run -d, then wait. The container runs for a while,
 # so the wait is held, not answered from a report already there.

@@ -17,28 +17,12 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 e2e_begin "$@"
 
-RECV="$(dirname "$REAPD_BIN")/tests/tools/upstream_receiver"
-[ -x "$RECV" ] || fail "no upstream receiver at $RECV (build the project)"
 
 engine_start
 image_build
 
-"$RECV" --record "$D/upstream.jsonl" --port-file "$D/upstream.port" \
-  >"$D/receiver.out" 2>"$D/receiver.log" &
-RECV_PID=$!
-# Stop the receiver, then the harness's own cleanup (engine, reapd).
-# shellcheck disable=SC2317  # run by the EXIT trap
-_recv_on_exit() {
-  local rc=$?
-  trap - ERR
-  set +e
-  kill "$RECV_PID" 2>/dev/null || true
-  _proxy_status "$rc"
-  _e2e_on_exit
-}
-trap _recv_on_exit EXIT
-wait_until 10 "the receiver to listen" test -s "$D/upstream.port"
-port=$(cat "$D/upstream.port")
+upstream_start
+port=$UPSTREAM_PORT
 
 # admin GET PATH: the read API over the admin socket.
 admin() {

@@ -12,30 +12,12 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 e2e_begin "$@"
 
-RECV="$(dirname "$REAPD_BIN")/tests/tools/upstream_receiver"
-[ -x "$RECV" ] || fail "no upstream receiver at $RECV (build the project)"
 
 engine_start
 image_build
 
-"$RECV" --record "$D/upstream.jsonl" --port-file "$D/upstream.port" \
-  --mode 503 >"$D/receiver.out" 2>"$D/receiver.log" &
-RECV_PID=$!
-# Stop the receiver, then the harness's own cleanup (engine, reapd), with
-# the test's exit status.
-_recv_on_exit() {
-  local rc=$?
-  # _proxy_status hands rc on as a failing status: under errexit it
-  # would end this trap before the engine is stopped.
-  trap - ERR
-  set +e
-  kill "$RECV_PID" 2>/dev/null || true
-  _proxy_status "$rc"
-  _e2e_on_exit
-}
-trap _recv_on_exit EXIT
-wait_until 10 "the receiver to listen" test -s "$D/upstream.port"
-port=$(cat "$D/upstream.port")
+upstream_start 503
+port=$UPSTREAM_PORT
 ctl() { curl -sf "http://127.0.0.1:$port/_control?$1" >/dev/null; }
 
 token="s3cr3t-$RANDOM$RANDOM"

@@ -99,6 +99,23 @@ tu_deadline(int ms)
     return loop_now_ms() + (uint64_t)ms;
 }
 
+uint64_t
+tu_wait_deadline(int ms)
+{
+    static long scale;
+
+    if (scale == 0) {
+        const char *v = getenv("TU_TIME_SCALE");
+        char *end = NULL;
+
+        scale = v != NULL ? strtol(v, &end, 10) : 1;
+        if (v != NULL &&
+            (end == v || *end != '\0' || scale < 1 || scale > 100))
+            scale = 1;
+    }
+    return loop_now_ms() + (uint64_t)ms * (uint64_t)scale;
+}
+
 bool
 tu_turn(struct loop *l, uint64_t deadline)
 {

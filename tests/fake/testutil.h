@@ -33,6 +33,12 @@ void tu_test_filters(void);
 /* loop_now_ms() `ms` from now, for tu_turn(). */
 uint64_t tu_deadline(int ms);
 
+/* The same for a wait's upper bound (TU_RUN_UNTIL): `ms` times
+ * TU_TIME_SCALE from the environment (1 to 100, default 1). The unit
+ * tests under valgrind run ten times slower and set it; a fixed window,
+ * tu_run_for or a count over tu_deadline, is never scaled. */
+uint64_t tu_wait_deadline(int ms);
+
 /*
  * One turn of the loop (EVLOOP_ONCE) that waits at most 10 ms for
  * something to happen, so a caller looks at its condition and the clock
@@ -52,7 +58,7 @@ void tu_fail_timeout(const char *what, int ms, const char *file, int line);
  */
 #define TU_RUN_UNTIL(l, expr, ms)                                             \
     do {                                                                      \
-        uint64_t tu_end_ = tu_deadline(ms);                                   \
+        uint64_t tu_end_ = tu_wait_deadline(ms);                              \
         while (!(expr))                                                       \
             if (!tu_turn((l), tu_end_))                                       \
                 tu_fail_timeout(#expr, (ms), __FILE__, __LINE__);             \

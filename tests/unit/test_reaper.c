@@ -84,6 +84,17 @@ has_report(struct tu_reapd *h, const void *id)
     return report_for(h, id) != NULL;
 }
 
+/* The container is tracked as managed and seen running: an exit now
+ * follows its start (a fixed wait was too short under valgrind on a busy
+ * machine). */
+static int
+tracked_running(struct tu_reapd *h, const char *id)
+{
+    struct reaper_view v;
+
+    return reaper_lookup(h->r, id, &v) && v.state == LC_RUNNING && v.lc->ran;
+}
+
 static int64_t
 int_of(const struct json_node *rep, const char *key)
 {
@@ -175,7 +186,7 @@ t_engine_exit_code_mismatch(void **state)
 
     (void)state;
     fake_engine_add(h->fe, A, "seed", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 7, 255);
     TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
@@ -193,7 +204,7 @@ t_genuine_255(void **state)
 
     (void)state;
     fake_engine_add(h->fe, A, "g", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 255, 255);
     TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
@@ -310,7 +321,7 @@ t_removed_by_other(void **state)
 
     (void)state;
     fake_engine_add(h->fe, A, "rm", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 6, 6);
     fake_engine_remove(h->fe, A, 1);
     TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
@@ -387,7 +398,7 @@ t_exit_code_label_masks_die_event(void **state)
                     "{\"reapd.managed\":\"true\",\"exitCode\":\"0\"}", NULL,
                     1);
     fake_engine_add(h->fe, B, "plain", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, B), 3000);
     fake_engine_exit(h->fe, A, 3, 3);
     fake_engine_remove(h->fe, A, 1);
     fake_engine_exit(h->fe, B, 4, 4);
@@ -414,7 +425,7 @@ t_restart_is_not_final(void **state)
 
     (void)state;
     fake_engine_add(h->fe, A, "rs", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 1, 1);
     fake_engine_set_state(h->fe, A, "restarting");
     tu_run_for(h->l, 300);
@@ -442,7 +453,7 @@ t_restart_failed_silently(void **state)
 
     (void)state;
     fake_engine_add(h->fe, A, "rs", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 3, 3);
     fake_engine_set_state(h->fe, A, "restarting");
     tu_run_for(h->l, 1200);
@@ -503,7 +514,7 @@ t_garbage_stream_steps_over(void **state)
     fake_engine_stream_raw(h->fe, "{\"Type\": nonsense}\n");
     tu_run_for(h->l, 100);
     fake_engine_add(h->fe, A, "after", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 8, 8);
     TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     assert_int_equal(int_of(report_for(h, A), "exit_code"), 8);
@@ -642,7 +653,7 @@ t_keep_policy(void **state)
 
     (void)state;
     fake_engine_add(h->fe, A, "kept", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 11, 11);
     TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     rep = report_for(h, A);
@@ -1286,7 +1297,7 @@ t_die_after_outage_keeps_flag(void **state)
 
         assert_int_equal(reaper_start(h->r), 0);
         fake_engine_add(h->fe, A, "restored", MANAGED, NULL, 1);
-        tu_run_for(h->l, 50);
+        TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
         fake_engine_exit(h->fe, A, 9, 255);
         TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
         rep = report_for(h, A);
@@ -2370,7 +2381,7 @@ t_journal_recovery(void **state)
 
     /* A report made now: the checkpoint follows the journal. */
     fake_engine_add(h->fe, A, "web-1", MANAGED, NULL, 1);
-    tu_run_for(h->l, 50);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
     fake_engine_exit(h->fe, A, 3, 3);
     TU_RUN_UNTIL(h->l, has_report(h, A), 3000);
     tu_run_for(h->l, 50);
