@@ -1238,6 +1238,10 @@ serve_metrics(struct status *s, struct evhttp_request *req)
                "Write transactions committed to the state database (steps "
                "of many containers share one).",
                store_commits(s->store));
+        metric(b, "reapd_state_record_writes_total", "counter",
+               "Container records written (put or deleted) by those "
+               "transactions.",
+               store_record_writes(s->store));
     }
     upstream_metrics(s, b);
     evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",

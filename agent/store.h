@@ -350,6 +350,11 @@ int store_counts(struct store *st, struct store_counts *out);
 /* Write transactions committed since the store was opened. */
 uint64_t store_commits(const struct store *st);
 
+/* Container records put or deleted by the transactions committed since
+ * the store was opened (a record changed twice before a commit is one
+ * write). */
+uint64_t store_record_writes(const struct store *st);
+
 /* Pages in the write-ahead log since it was last started over. No commit
  * checkpoints: the caller runs store_checkpoint, in a loop turn of its
  * own, once this passes its bound, so no commit carries a copy of the

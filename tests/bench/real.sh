@@ -210,6 +210,10 @@ commits=$(($(metric "$D/m1" reapd_state_commits_total) - $(metric "$D/m0" reapd_
 figure real_state_commits_per_exit \
   "$(awk -v n="$commits" -v e="$EXITS" 'BEGIN { printf "%.1f", n / e }')" tx \
   "state database transactions per exit (records, checkpoints, the report)"
+writes=$(($(metric "$D/m1" reapd_state_record_writes_total) - $(metric "$D/m0" reapd_state_record_writes_total)))
+figure real_record_writes_per_exit \
+  "$(awk -v n="$writes" -v e="$EXITS" 'BEGIN { printf "%.1f", n / e }')" rows \
+  "container records written per exit (put or deleted, counted at commit)"
 # Engine calls per exit, by call (the count of each call's histogram).
 calls() {
   awk '/^reapd_engine_request_duration_seconds_count\{/ {

@@ -172,7 +172,7 @@ for name in reapd_build_info reapd_events_received_total \
   reapd_removals_total reapd_exit_code_corrections_total \
   reapd_leaked_tasks reapd_tasks_reaped_total reapd_containerd_connected \
   reapd_outbox_pending reapd_outbox_reports reapd_state_db_bytes \
-  reapd_state_write_errors_total reapd_state_commits_total reapd_reports_unstored \
+  reapd_state_write_errors_total reapd_state_commits_total reapd_state_record_writes_total reapd_reports_unstored \
   reapd_reports_pruned_total reapd_config_reloads_total \
   reapd_cleanup_duration_seconds reapd_engine_request_duration_seconds \
   reapd_report_latency_seconds reapd_status_connections reapd_status_rejected_total \

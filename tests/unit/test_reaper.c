@@ -1572,7 +1572,7 @@ t_lazy_commit(void **state)
         "6666666666666666666666666666666666666666666666666666666666666666";
     struct tu_reapd *h = h_new("");
     struct store *st = h_store_start(h);
-    uint64_t c0, n;
+    uint64_t c0, n, w0, w;
 
     (void)state;
     tu_run_for(h->l, 1500);
@@ -1588,15 +1588,20 @@ t_lazy_commit(void **state)
     assert_int_equal(store_commits(st), c0 + 1);
 
     c0 = store_commits(st);
+    w0 = store_record_writes(st);
     fake_engine_exit(h->fe, id, 3, 3);
     TU_RUN_UNTIL(h->l, h->nreports == 1, 3000);
     tu_run_for(h->l, 1500);
     assert_int_equal(store_pending(st), 0);
     assert_false(has_record(st, id));
     n = store_commits(st) - c0;
-    print_message("an exit to its report in %llu transaction(s)\n",
-                  (unsigned long long)n);
+    w = store_record_writes(st) - w0;
+    print_message("an exit to its report in %llu transaction(s), %llu "
+                  "record write(s)\n",
+                  (unsigned long long)n, (unsigned long long)w);
     assert_true(n <= 4);
+    /* The record's last write is its deletion. */
+    assert_true(w >= 1 && w <= n);
     h_drop_store(h, st);
     h_free(h);
 }

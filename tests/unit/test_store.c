@@ -2776,6 +2776,48 @@ t_copy_waits_for_transaction(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+/* reapd_state_record_writes_total: container records put or deleted, as
+ * committed. A record changed twice before a commit is one write; a
+ * checkpoint is none; a transaction refused and rolled back counts
+ * nothing, and its rows count once when a later commit writes them. */
+static void
+t_record_writes_counted(void **state)
+{
+    struct fx *f = *state;
+    char a[65], b[65];
+    uint64_t w0 = store_record_writes(f->st);
+
+    tu_container_id(a, 1);
+    tu_container_id(b, 2);
+    assert_int_equal(store_put_container(f->st, a, "{}", 2, 1), STORE_OK);
+    assert_int_equal(store_put_container(f->st, a, "{\"s\":1}", 7, 2),
+                     STORE_OK);
+    assert_int_equal(store_put_container(f->st, b, "{}", 2, 3), STORE_OK);
+    assert_int_equal(store_set_checkpoint(f->st, "k", 5), STORE_OK);
+    assert_int_equal(store_record_writes(f->st), w0);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_record_writes(f->st), w0 + 2);
+
+    /* Refused: nothing counted, the change still pending. */
+    assert_int_equal(
+        sqlite3_exec(store_sqlite(f->st),
+                     "CREATE TRIGGER refuse BEFORE DELETE ON containers"
+                     " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_int_equal(store_delete_container(f->st, a), STORE_OK);
+    assert_true(store_flush(f->st) < 0);
+    assert_int_equal(store_record_writes(f->st), w0 + 2);
+    assert_int_equal(sqlite3_exec(store_sqlite(f->st), "DROP TRIGGER refuse",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_record_writes(f->st), w0 + 3);
+    /* Nothing pending: no write. */
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_record_writes(f->st), w0 + 3);
+}
+
 int
 main(void)
 {
@@ -2795,6 +2837,7 @@ main(void)
         cmocka_unit_test(t_files_hardened),
         cmocka_unit_test(t_busy),
         T(t_duplicate),
+        T(t_record_writes_counted),
         T(t_oldest_pending),
         T(t_dead_reasons),
         T(t_add_delivered),
