@@ -795,6 +795,10 @@ on_task_exit(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     }
     c->task_exit_seen = true;
     c->task_exit_code = o->exit_code;
+    /* A run's TaskExit can come before the engine's start event: it ran
+     * (a container gone before that event is read still exited). */
+    if (c->state == LC_RUNNING)
+        c->ran = true;
     /* Arriving after the exit was settled (by inspect, the die event, or
      * as unknown): containerd outranks them all (its 255 only the
      * unknown and other 255s). In KEPT or ABANDONED it

@@ -3419,7 +3419,7 @@ static void
 test_walk_adversarial_containerd(void **state)
 {
     (void)state;
-    walk_adversarial(M_CH, 0xadd5eed0c0ffee1ull, 100000);
+    walk_adversarial(M_CH, 0xadd5eed0c0ffee1ull, 150000);
 }
 
 /* ------------------------------------------------------------------ */
@@ -6159,6 +6159,44 @@ test_corner_found_created_is_no_run(void **state)
     assert_false(s.c.exited);
 }
 
+/* containerd's TaskExit can come before the engine's start event (a quick
+ * exit: the start event is read a few ms later). The run happened: the
+ * record then says so, and a container that goes away before that start
+ * event is read (the engine's events lost with a restart, reapd killed
+ * meanwhile) is reported with the TaskExit's code, not dropped as
+ * "removed before it ever ran". */
+static void
+test_corner_task_exit_before_start_event(void **state)
+{
+    enum lc_obs_kind gone[] = {OBS_EVENT_DESTROY, OBS_ABSENT,
+                               OBS_INSPECT_GONE};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(gone) / sizeof(gone[0]); i++) {
+        struct sc s;
+
+        sc_init(&s, p_channel(true));
+        STEP(&s, ob_task_exit(7), LC_RUNNING, NOACT);
+        assert_true(s.c.ran);
+        assert_true(s.c.task_exit_seen);
+        sc_step(&s, ob(gone[i]));
+        assert_int_equal(
+            count_act(&s.r, ACT_REPORT) + count_act(&s.r, ACT_FORGET), 0);
+        assert_true(s.c.exited);
+        /* The rest of its cleanup, whatever it asks for. */
+        sc_step(&s, ob(OBS_EVENT_DESTROY));
+        sc_step(&s, ob(OBS_INSPECT_GONE));
+        sc_step(&s, ob(OBS_TASK_DELETE_EVENT));
+        sc_step(&s, ob(OBS_TASK_GONE));
+        assert_int_equal(s.c.state, LC_DONE);
+        assert_int_equal(s.reports, 1);
+        assert_true(s.c.exit_known);
+        assert_int_equal(s.c.exit_code, 7);
+        assert_int_equal(s.c.source, LC_SRC_CONTAINERD);
+    }
+}
+
 int
 main(void)
 {
@@ -6266,6 +6304,7 @@ main(void)
         cmocka_unit_test(test_regress_task_exit_after_exit_unknown),
         cmocka_unit_test(test_regress_task_exit_after_exit_unknown_queued),
         cmocka_unit_test(test_regress_task_exit_after_exit_unknown_task_phase),
+        cmocka_unit_test(test_corner_task_exit_before_start_event),
     };
     int failed = 0;
 
