@@ -176,6 +176,16 @@ pid_gone() {
   ! pid_alive "$1"
 }
 
+# dockerd_ours: DOCKERD_PID is alive and is still this test's dockerd (its
+# command line names $D/). A pid is only a number: once its process is
+# gone it is another's soon (pid_max is 32768, and an hour's soak starts
+# a hundred thousand processes), and a signal sent to it then lands on
+# that other process: another test's dockerd, say.
+dockerd_ours() {
+  [ -n "$DOCKERD_PID" ] && [ -n "$D" ] && pid_alive "$DOCKERD_PID" &&
+    tr '\0' ' ' <"/proc/$DOCKERD_PID/cmdline" 2>/dev/null | grep -qF -- "$D/"
+}
+
 # wait_pid_gone PID SECONDS: true once PID is gone (or a zombie).
 wait_pid_gone() {
   local pid=$1 deadline=$(($(now_ms) + $2 * 1000))
@@ -308,6 +318,7 @@ engine_kill9() {
   [ -n "$DOCKERD_PID" ] || fail "engine_kill9: no dockerd running"
   local cpid
   cpid=$(_containerd_pid)
+  dockerd_ours || fail "engine_kill9: dockerd $DOCKERD_PID is gone, or no longer this test's"
   kill -KILL "$DOCKERD_PID" 2>/dev/null || true
   wait "$DOCKERD_PID" 2>/dev/null || true
   wait_pid_gone "$DOCKERD_PID" 10 || fail "dockerd $DOCKERD_PID survived SIGKILL"
@@ -326,6 +337,7 @@ engine_term() {
   [ -n "$DOCKERD_PID" ] || fail "engine_term: no dockerd running"
   local cpid
   cpid=$(_containerd_pid)
+  dockerd_ours || fail "engine_term: dockerd $DOCKERD_PID is gone, or no longer this test's"
   kill -TERM "$DOCKERD_PID" 2>/dev/null || true
   wait_pid_gone "$DOCKERD_PID" 60 || fail "dockerd $DOCKERD_PID did not stop on SIGTERM"
   wait "$DOCKERD_PID" 2>/dev/null || true
@@ -355,7 +367,7 @@ engine_switch() {
 # containerd to start".)
 engine_restart() {
   [ -n "$D" ] || fail "engine_restart: no engine directory"
-  if [ -n "$DOCKERD_PID" ] && pid_alive "$DOCKERD_PID"; then
+  if dockerd_ours; then
     fail "engine_restart: dockerd $DOCKERD_PID still running"
   fi
   local cpid
@@ -397,7 +409,7 @@ engine_stop() {
   echo 0 >"$D/slowrunc.delay" 2>/dev/null || true
 
   # 1. dockerd: SIGTERM (it stops its containers), then SIGKILL.
-  if [ -n "$DOCKERD_PID" ] && pid_alive "$DOCKERD_PID"; then
+  if dockerd_ours; then
     if engine_ping; then
       # Remove containers first so no task or mount is left behind.
       local ids
