@@ -182,8 +182,10 @@ pid_gone() {
 # a hundred thousand processes), and a signal sent to it then lands on
 # that other process: another test's dockerd, say.
 dockerd_ours() {
-  [ -n "$DOCKERD_PID" ] && [ -n "$D" ] && pid_alive "$DOCKERD_PID" &&
-    tr '\0' ' ' <"/proc/$DOCKERD_PID/cmdline" 2>/dev/null | grep -qF -- "$D/"
+  local cmd
+  [ -n "$DOCKERD_PID" ] && [ -n "$D" ] && pid_alive "$DOCKERD_PID" || return 1
+  cmd=$(tr '\0' ' ' <"/proc/$DOCKERD_PID/cmdline" 2>/dev/null) || return 1
+  [[ $cmd == *"$D/"* ]]
 }
 
 # wait_pid_gone PID SECONDS: true once PID is gone (or a zombie).
