@@ -19,6 +19,8 @@
 #                 shim_kills: the victim's name; reapd_kills,
 #                 upstream_down, upstream_flaps, disk_full, sighup_*)
 #   drained       ids the drain killed (their exit is that kill's: 137)
+#   engine_lost   ids the engine lost track of: still running by dockerd
+#                 after the drain, their process gone (the drain saw it)
 #   upstream.jsonl  the upstream receiver's record
 #   probe/NAME    what a probe of the engine listed (tasks, ctrs, docker:
 #                 the leak probes, required); probe/NAME.failed when the
@@ -37,6 +39,10 @@
 # soak's clock (docker run issued .. its latest possible exit, by kind,
 # plus the engine's cleanup after it: 40 s more for slow deletes). A kill
 # -9 of reapd never explains one: the engine still knew the code.
+# A container the engine lost track of (dockerd says running, its
+# process is gone, no kill lands: seen once on Docker 28.5 after a
+# containerd kill) never exits for the engine: it is not lost by reapd,
+# nor leaked, but counted and listed on its own.
 
 # Exits a minute of churn must make, the engine up: about a third of the
 # slowest rate measured (the hour on sid, 10.5 a minute).
@@ -82,12 +88,15 @@ books_missing() {
           print m + 0 }' "$1/account.tsv" -
 }
 
-# books_ids DIR: every id of the account (failed starts found later too).
+# books_ids DIR: every id of the account (failed starts found later too)
+# that reapd must leave no trace of: not those the engine lost track of
+# (still its own, running for it).
 books_ids() {
   {
     cut -f2 "$1/account.tsv"
     if [ -f "$1/ids.tsv" ]; then cut -f2 "$1/ids.tsv"; fi
-  } | { grep -v '^-$' || true; } | sort -u
+  } | { grep -v '^-$' || true; } | sort -u |
+    if [ -s "$1/engine_lost" ]; then grep -vxFf "$1/engine_lost" || true; else cat; fi
 }
 
 # books_leaks DIR: how many of the account's ids the leak probes listed
@@ -178,6 +187,7 @@ books_check() {
         split(l, f, "\t"); if (!(f[1] in aft)) aft[f[1]] = f[2] + 0
       }
       while ((getline l < (dir "/drained")) > 0) drained[l] = 1
+      while ((getline l < (dir "/engine_lost")) > 0) elost[l] = 1
       while ((getline l < (dir "/account.tsv")) > 0) {
         split(l, f, "\t"); na++
         an[na] = f[1]; aid[na] = f[2]; ak[na] = f[3]; aw[na] = f[4]
@@ -235,7 +245,10 @@ books_check() {
       for (i = 1; i <= na; i++) {
         if (ast[i] == "ok") {
           exits++; kinds[ak[i]]++
-          if (!(i in judged) && lost_explained(i)) {
+          if (!(i in judged) && (aid[i] in elost)) {
+            lost_engine++
+            printf "soak: lost by the engine (running for dockerd, its process gone, no kill lands): id=%s name=%s kind=%s want=%s; window: %s\n", aid[i], an[i], ak[i], aw[i], window(i) > "/dev/stderr"
+          } else if (!(i in judged) && lost_explained(i)) {
             lost_disk++
             printf "soak: lost, explained (disk full, dockerd restart, reapd killed before the disk freed): id=%s name=%s kind=%s want=%s; window: %s\n", aid[i], an[i], ak[i], aw[i], window(i) > "/dev/stderr"
           } else if (!(i in judged)) {
@@ -291,7 +304,7 @@ books_check() {
       n = split("containerd_kills disk_full dockerd_restarts reapd_kills shim_kills sighup_invalid sighup_valid upstream_down upstream_flaps", kn, " ")
       for (x = 1; x <= n; x++) if (nfk[kn[x]]) fsum = fsum kn[x] "=" nfk[kn[x]] " "
       printf "exits=%d\nlost=%d\nwrong=%d\nunknown=%d\nunexplained=%d\nunknowable=%d\n", exits, lost, wrong, unknown, unexpl, unknowable
-      printf "byengine=%d\nunflagged=%d\ndisturbed=%d\nsplit=%d\nunaccounted=%d\nlost_disk=%d\n", byengine, unflagged, dist, split_, unacc, lost_disk
+      printf "byengine=%d\nunflagged=%d\ndisturbed=%d\nsplit=%d\nunaccounted=%d\nlost_disk=%d\nlost_engine=%d\n", byengine, unflagged, dist, split_, unacc, lost_disk, lost_engine
       printf "failed=%d\nfailed_out=%d\nfailed_bound=%d\nfloor=%d\nup_s=%d\n", failed, failed_out, bound, floor_, up / 1000
       printf "reapd_kills=%d\ndockerd_restarts=%d\nkinds=%s\nfaults=%s\n", nfk["reapd_kills"], nfk["dockerd_restarts"], ks, fsum
     }') || { echo "soak: books: the accounting failed" >&2; return 1; }
@@ -353,7 +366,7 @@ books_check() {
   echo "soak: kinds: ${B[kinds]}failed_starts=${B[failed]}"
   echo "soak: faults: ${B[faults]}"
   echo "soak: exits ${B[exits]}, floor ${B[floor]} ($BOOKS_RATE a minute over ${B[up_s]} s of churn with the engine up); starts failed ${B[failed]}, ${B[failed_out]} outside the fault windows (at most ${B[failed_bound]})"
-  echo "soak_codes_lost_by_engine=${B[byengine]} soak_codes_lost_unflagged=${B[unflagged]} soak_codes_lost_in_restarts=${B[disturbed]} soak_codes_unknown=${B[unknown]} soak_codes_unknowable=${B[unknowable]} soak_split_reports=${B[split]} soak_unaccounted_reports=${B[unaccounted]} soak_reports_lost_to_disk_full=${B[lost_disk]} soak_leaked_engine_containers=$leaked_docker soak_failed_starts=${B[failed]} soak_failed_starts_unexpected=${B[failed_out]} soak_exit_floor=${B[floor]} soak_probes_failed=$probes_failed outbox_pending=${M[outbox_pending]:-} outbox_dead=${M[outbox_dead]:-} reloads_ok=${M[reloads_ok]:-} reloads_rejected=${M[reloads_rejected]:-}"
+  echo "soak_codes_lost_by_engine=${B[byengine]} soak_codes_lost_unflagged=${B[unflagged]} soak_codes_lost_in_restarts=${B[disturbed]} soak_codes_unknown=${B[unknown]} soak_codes_unknowable=${B[unknowable]} soak_split_reports=${B[split]} soak_unaccounted_reports=${B[unaccounted]} soak_reports_lost_to_disk_full=${B[lost_disk]} soak_lost_by_engine=${B[lost_engine]} soak_leaked_engine_containers=$leaked_docker soak_failed_starts=${B[failed]} soak_failed_starts_unexpected=${B[failed_out]} soak_exit_floor=${B[floor]} soak_probes_failed=$probes_failed outbox_pending=${M[outbox_pending]:-} outbox_dead=${M[outbox_dead]:-} reloads_ok=${M[reloads_ok]:-} reloads_rejected=${M[reloads_rejected]:-}"
   echo "soak_exits=${B[exits]} soak_reports_lost=${B[lost]} soak_wrong_codes=${B[wrong]} soak_leaked_tasks=$leaked_tasks soak_leaked_containers=$((leaked_ctrs + leaked_docker)) soak_duplicate_deliveries=$dups reapd_kills=${B[reapd_kills]} dockerd_restarts=${B[dockerd_restarts]} soak_unknown=${B[unknown]} soak_unexplained=${B[unexplained]}"
   return "$bad"
 }

@@ -400,6 +400,36 @@ lost_disk lost_disk_kept_kind quick 140000 141000 112000
 verdict "a container the engine keeps: the relist finds it" 1 \
   'soak_reports_lost_to_disk_full=0 ' '^soak_exits=11 soak_reports_lost=2 '
 
+# A container the engine lost track of (running for dockerd after the
+# drain, its process gone): neither lost nor leaked by reapd, counted on
+# its own; only the ids the drain saw so; one reported is not counted.
+engine_lost() { # NAME
+  fresh "$1"
+  base 10
+  started 11 restart 3
+  id_of 11 >>"$DIR/probe/docker"
+  id_of 11 >>"$DIR/probe/ctrs"
+}
+engine_lost engine_lost
+id_of 11 >"$DIR/engine_lost"
+verdict "a container the engine lost track of" 0 \
+  "lost by the engine .*id=$(id_of 11) name=soak-1-11" \
+  'soak_lost_by_engine=1 soak_leaked_engine_containers=0 ' \
+  '^soak_exits=11 soak_reports_lost=0 soak_wrong_codes=0 soak_leaked_tasks=0 soak_leaked_containers=0 '
+engine_lost engine_lost_not_seen
+verdict "the same container, the drain did not see it lost" 1 \
+  "lost: id=$(id_of 11) name=soak-1-11" 'soak_lost_by_engine=0 soak_leaked_engine_containers=1 ' \
+  '^soak_exits=11 soak_reports_lost=1 soak_wrong_codes=0 soak_leaked_tasks=0 soak_leaked_containers=2 '
+engine_lost engine_lost_other
+id_of 12 >"$DIR/engine_lost"
+verdict "another container lost by the engine explains nothing" 1 \
+  'soak_lost_by_engine=0 ' '^soak_exits=11 soak_reports_lost=1 '
+engine_lost engine_lost_reported
+id_of 11 >"$DIR/engine_lost"
+report 11 3
+verdict "lost by the engine but reported: judged as any report" 0 \
+  'soak_lost_by_engine=0 ' '^soak_exits=11 soak_reports_lost=0 .* soak_unexplained=0$'
+
 fresh split
 base 10
 report 7 7 "" "" "" r7bis
