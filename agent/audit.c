@@ -34,6 +34,17 @@ struct leak {
 
 static void audit_schedule(struct reaper *r);
 
+/* An observation that is only its kind, to the driver. */
+static void
+tell(struct reaper *r, struct rec *c, enum lc_obs_kind kind)
+{
+    struct lc_obs o;
+
+    memset(&o, 0, sizeof(o));
+    o.kind = kind;
+    r->au.cb->observe(c, &o);
+}
+
 /* A task list is either the reconcile after a (re)subscription or the
  * periodic audit; both are the same walk. */
 static bool
@@ -81,7 +92,7 @@ on_orphan_ctr_deleted(enum ctrd_status st, const char *msg, void *arg)
     struct reaper *r = lk->r;
 
     lk->req = NULL;
-    reaper_call_done(r, REAPER_CALL_CONTAINER_DELETE, lk->req_t0);
+    r->au.cb->call_done(r, REAPER_CALL_CONTAINER_DELETE, lk->req_t0);
     if (st == CTRD_FAILED) {
         lk->failures++;
         snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
@@ -103,7 +114,7 @@ on_orphan_task_deleted(enum ctrd_status st, uint32_t exit_status,
 
     (void)exit_status;
     lk->req = NULL;
-    reaper_call_done(lk->r, REAPER_CALL_TASK_DELETE, lk->req_t0);
+    lk->r->au.cb->call_done(lk->r, REAPER_CALL_TASK_DELETE, lk->req_t0);
     if (st == CTRD_FAILED) {
         lk->failures++;
         snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
@@ -228,7 +239,7 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     size_t nnotask, i;
 
     r->au.task_list_req = NULL;
-    reaper_call_done(r, REAPER_CALL_TASK_LIST, r->au.task_list_t0);
+    r->au.cb->call_done(r, REAPER_CALL_TASK_LIST, r->au.task_list_t0);
     r->au.lists_done++;
     r->au.last_ok = st == CTRD_OK;
     r->au.last_tasks = st == CTRD_OK ? n : 0;
@@ -245,7 +256,7 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
      * its /tasks/delete (containerd does not replay events). */
     notask = ctable_collect(&r->tab, no_task_left, &tl, &nnotask);
     for (i = 0; notask != NULL && i < nnotask; i++)
-        reaper_feed_kind(notask[i], OBS_TASK_DELETE_EVENT);
+        tell(r, notask[i], OBS_TASK_DELETE_EVENT);
     free(notask);
     audit_walk(r, ts, n);
     audit_schedule(r);
@@ -341,7 +352,7 @@ note_outage(struct reaper *r)
     for (c = ctable_first(&r->tab, &it); c != NULL;
          c = ctable_next(&r->tab, &it))
         if (c->kind == R_MANAGED && c->lc.exited)
-            reaper_feed_kind(c, OBS_CTRD_OUTAGE);
+            tell(r, c, OBS_CTRD_OUTAGE);
 }
 
 static void
@@ -386,15 +397,7 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
     }
     if (c == NULL || c->kind == R_IGNORED)
         return;
-    reaper_feed(c, &o);
-    if (o.kind == OBS_TASK_EXIT) {
-        /* Perhaps the only true code the node will have, and containerd
-         * never says it again: on disk before anything else happens
-         * (and before the log says it was seen). */
-        persist_flush_rec(c);
-        log_debug(ev->container_id, "containerd: TaskExit, status %u",
-                  ev->exit_status);
-    }
+    r->au.cb->observe(c, &o);
 }
 
 static void
@@ -424,7 +427,7 @@ reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg)
 }
 
 int
-audit_start(struct reaper *r)
+audit_start(struct reaper *r, const struct audit_cbs *up)
 {
     static const struct ctrd_watch_cbs cbs = {
         .on_subscribed = on_ctrd_subscribed,
@@ -432,6 +435,7 @@ audit_start(struct reaper *r)
         .on_lost = on_ctrd_lost,
     };
 
+    r->au.cb = up;
     r->au.audit_timer = evtimer_new(loop_base(r->l), on_audit_timer, r);
     if (r->au.audit_timer == NULL)
         return -1;

@@ -12,7 +12,9 @@
  * node is never woken to audit.
  *
  * Part of the reaper (reaper_int.h): `struct audit` is embedded in struct
- * reaper; used only when the channel is on (r->ctrd set).
+ * reaper; used only when the channel is on (r->ctrd set). A source: what
+ * it learns goes up to the driver (reaper.c) through the callbacks given
+ * at audit_start, never by calling it.
  */
 #ifndef REAPD_AUDIT_H
 #define REAPD_AUDIT_H
@@ -21,12 +23,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lifecycle.h"
+#include "reaper.h"
+
 struct event;
 struct reaper;
+struct rec;
 struct leak;
 struct ctrd_req;
 
+/* What the channel tells the driver. */
+struct audit_cbs {
+    /* An observation of tracked record c: a TaskExit (code in o), a
+     * task's deletion (its event, or a task list without it), containerd
+     * lost. c may be freed by it. */
+    void (*observe)(struct rec *c, const struct lc_obs *o);
+    /* A containerd call sent at `t0` (loop_now_ms) got its answer. */
+    void (*call_done)(struct reaper *r, enum reaper_call call, uint64_t t0);
+};
+
 struct audit {
+    const struct audit_cbs *cb;
     struct ctrd_req *task_list_req;
     uint64_t task_list_t0;
     struct event *audit_timer;
@@ -48,9 +65,9 @@ struct audit {
     char last_error[256];
 };
 
-/* Subscribes to containerd's events; 0, or -1 (out of memory, or the
- * watch could not start). */
-int audit_start(struct reaper *r);
+/* Subscribes to containerd's events, telling `up` (static, borrowed)
+ * what they say; 0, or -1 (out of memory, or the watch could not start). */
+int audit_start(struct reaper *r, const struct audit_cbs *up);
 /* Cancels the list in flight, drops the leaks, frees the timer. */
 void audit_cleanup(struct reaper *r);
 /* Sends a task list unless one is in flight (one at a time for the

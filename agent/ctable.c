@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
+#include "loop.h"
 #include "policy.h"
 #include "reaper_int.h"
 
@@ -305,4 +307,17 @@ rec_set_meta(struct rec *c, const char *name, const char *image,
     c->labels_cut = labels_cut;
     c->meta_cut = meta_cut;
     return 0;
+}
+
+void
+rec_arm(struct rec *c, struct event **ev, event_callback_fn fn, uint64_t ms)
+{
+    if (*ev == NULL) {
+        *ev = evtimer_new(loop_base(c->r->l), fn, c);
+        if (*ev == NULL) {
+            log_error(c->id, "out of memory arming a timer");
+            return;
+        }
+    }
+    loop_timer_ms(*ev, ms);
 }

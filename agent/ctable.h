@@ -9,8 +9,10 @@
 #ifndef REAPD_CTABLE_H
 #define REAPD_CTABLE_H
 
+#include <event2/event.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct rec;
 struct policy_label;
@@ -79,5 +81,9 @@ void rec_free_meta(struct rec *c);
 /* *dst becomes a copy of src (or NULL), the old one freed; out of memory,
  * *dst stays as it was. */
 void rec_set_str(char **dst, const char *src);
+/* (Re)arms one of c's timers (*ev created on first use, with c as its
+ * argument) for `ms`. */
+void rec_arm(struct rec *c, struct event **ev, event_callback_fn fn,
+             uint64_t ms);
 
 #endif

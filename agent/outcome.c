@@ -375,8 +375,8 @@ outcome_report(struct rec *c)
         log_error(c->id, "out of memory queueing a report; again in 1 s");
         return false;
     }
-    bounds = reaper_cleanup_bounds(&nbounds);
-    reaper_hist_observe(&r->st.cleanup[cleanup_result(lc)], bounds, nbounds,
+    bounds = hist_cleanup_bounds(&nbounds);
+    hist_observe(&r->st.cleanup[cleanup_result(lc)], bounds, nbounds,
                         (double)rep.cleanup_ms / 1000.0);
     return true;
 }
@@ -391,8 +391,8 @@ durable(struct reaper *r, struct queued *e)
 
     if (e->obs_ns == 0)
         return;
-    bounds = reaper_latency_bounds(&nbounds);
-    reaper_hist_observe(&r->st.report_latency, bounds, nbounds,
+    bounds = hist_latency_bounds(&nbounds);
+    hist_observe(&r->st.report_latency, bounds, nbounds,
                         (double)(loop_now_ns() - e->obs_ns) / 1e9);
     e->obs_ns = 0;
 }
@@ -655,7 +655,7 @@ on_report_again(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     if (!outcome_report(c)) {
-        reaper_arm(c, &c->again, on_report_again, 1000);
+        rec_arm(c, &c->again, on_report_again, 1000);
         return;
     }
     /* Queued: outcome_commit goes on; or nothing to write. */
@@ -671,5 +671,5 @@ void
 outcome_report_later(struct rec *c)
 {
     c->report_due = true;
-    reaper_arm(c, &c->again, on_report_again, 1000);
+    rec_arm(c, &c->again, on_report_again, 1000);
 }

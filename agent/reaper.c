@@ -27,6 +27,7 @@
 #include "config.h"
 #include "containerd.h"
 #include "docker.h"
+#include "hist.h"
 #include "log.h"
 #include "loop.h"
 #include "outcome.h"
@@ -34,51 +35,7 @@
 #include "report.h"
 #include "store.h"
 
-/* ---- histograms ------------------------------------------------------- */
-
-/* From "the engine answered at once" to "well past the default delete
- * timeouts", so a slow cleanup (a task-delete timeout) lands in a bucket of
- * its own rather than in +Inf. */
-static const double cleanup_bounds[] = {0.1, 0.25, 0.5, 1,   2.5, 5,   10,
-                                        30,  60,   120, 300, 600, 1800};
-/* Engine calls: milliseconds when healthy, up to the request timeout
- * (docker.request_timeout_ms, 30 s by default) when not. */
-static const double call_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-                                     1,     2.5,  5,     10,   30,  60};
-
-/* reapd's own latency: sub-millisecond when healthy, a slow disk sync at
- * the far end. Between 2 and 10 ms, where one disk sync's tail lies and a
- * p99 is judged against a few milliseconds, a bound every millisecond or
- * so: interpolated across 2-5 and 5-10, a p99 read a whole bucket off. */
-static const double latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001,  0.002,
-                                        0.003,  0.004,   0.005,  0.0075, 0.01,
-                                        0.025,  0.05,    0.1,    0.25,   1};
-
-#define NBOUNDS(a) (sizeof(a) / sizeof((a)[0]))
-_Static_assert(NBOUNDS(cleanup_bounds) <= REAPER_HIST_MAX, "bounds");
-_Static_assert(NBOUNDS(call_bounds) <= REAPER_HIST_MAX, "bounds");
-_Static_assert(NBOUNDS(latency_bounds) <= REAPER_HIST_MAX, "bounds");
-
-const double *
-reaper_cleanup_bounds(size_t *n)
-{
-    *n = NBOUNDS(cleanup_bounds);
-    return cleanup_bounds;
-}
-
-const double *
-reaper_call_bounds(size_t *n)
-{
-    *n = NBOUNDS(call_bounds);
-    return call_bounds;
-}
-
-const double *
-reaper_latency_bounds(size_t *n)
-{
-    *n = NBOUNDS(latency_bounds);
-    return latency_bounds;
-}
+/* ---- names ------------------------------------------------------------ */
 
 const char *
 reaper_cleanup_name(enum reaper_cleanup c)
@@ -101,25 +58,14 @@ reaper_call_name(enum reaper_call c, const char **api, const char **call)
 }
 
 void
-reaper_hist_observe(struct reaper_hist *h, const double *bounds, size_t n,
-                    double v)
-{
-    size_t i = 0;
-
-    while (i < n && v > bounds[i])
-        i++;
-    h->buckets[i]++;
-    h->count++;
-    h->sum += v;
-}
-
-void
 reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0)
 {
     uint64_t now = loop_now_ms();
+    size_t n;
+    const double *bounds = hist_call_bounds(&n);
 
-    reaper_hist_observe(&r->st.calls[call], call_bounds, NBOUNDS(call_bounds),
-                        now >= t0 ? (double)(now - t0) / 1000.0 : 0.0);
+    hist_observe(&r->st.calls[call], bounds, n,
+                 now >= t0 ? (double)(now - t0) / 1000.0 : 0.0);
 }
 
 struct rec *
@@ -447,19 +393,6 @@ giveup_fired(evutil_socket_t fd, short what, void *arg)
     reaper_feed_kind(arg, OBS_TIMER_GIVEUP);
 }
 
-void
-reaper_arm(struct rec *c, struct event **ev, event_callback_fn fn, uint64_t ms)
-{
-    if (*ev == NULL) {
-        *ev = evtimer_new(loop_base(c->r->l), fn, c);
-        if (*ev == NULL) {
-            log_error(c->id, "out of memory arming a timer");
-            return;
-        }
-    }
-    loop_timer_ms(*ev, ms);
-}
-
 static void
 disarm(struct event *ev)
 {
@@ -473,7 +406,7 @@ static void
 unsent(struct rec *c, bool *inflight)
 {
     *inflight = false;
-    reaper_arm(c, &c->step, step_fired, 1000);
+    rec_arm(c, &c->step, step_fired, 1000);
 }
 
 void
@@ -529,16 +462,16 @@ reaper_apply(struct rec *c, const struct lc_result *res)
             }
             break;
         case ACT_STEP_TIMER:
-            reaper_arm(c, &c->step, step_fired, a->ms);
+            rec_arm(c, &c->step, step_fired, a->ms);
             break;
         case ACT_STEP_CANCEL:
             disarm(c->step);
             break;
         case ACT_DEADLINES:
             if (a->ms > 0)
-                reaper_arm(c, &c->warn, warn_fired, a->ms);
+                rec_arm(c, &c->warn, warn_fired, a->ms);
             if (a->ms2 > 0)
-                reaper_arm(c, &c->giveup, giveup_fired, a->ms2);
+                rec_arm(c, &c->giveup, giveup_fired, a->ms2);
             break;
         case ACT_DEADLINES_CANCEL:
             disarm(c->warn);
@@ -659,6 +592,22 @@ reaper_feed_kind(struct rec *c, enum lc_obs_kind kind)
     memset(&o, 0, sizeof(o));
     o.kind = kind;
     return reaper_feed(c, &o);
+}
+
+/* The containerd channel's observations (audit.h). */
+static void
+on_ctrd_obs(struct rec *c, const struct lc_obs *o)
+{
+    char id[CTR_ID_SIZE];
+
+    memcpy(id, c->id, CTR_ID_SIZE);
+    if (!reaper_feed(c, o) || o->kind != OBS_TASK_EXIT)
+        return;
+    /* Perhaps the only true code the node will have, and containerd never
+     * says it again: on disk before anything else happens (and before the
+     * log says it was seen). */
+    persist_flush_rec(c);
+    log_debug(id, "containerd: TaskExit, status %u", (unsigned)o->exit_code);
 }
 
 void
@@ -787,7 +736,7 @@ decide_later(struct rec *c)
     c->kind = R_DISCOVERING;
     c->meta_failures++;
     log_error(c->id, "out of memory deciding its policy; deciding later");
-    reaper_arm(c, &c->step, meta_retry,
+    rec_arm(c, &c->step, meta_retry,
                backoff_delay_ms(c->meta_failures, 250, 10000,
                                 backoff_rand(&c->r->rnd)));
 }
@@ -826,7 +775,7 @@ meta_done(enum docker_status st, const struct docker_container *cs, size_t n,
     if (st != DOCKER_OK) {
         c->meta_failures++;
         log_warn(c->id, "%s; retrying", msg);
-        reaper_arm(c, &c->step, meta_retry,
+        rec_arm(c, &c->step, meta_retry,
                    backoff_delay_ms(c->meta_failures, 250, 10000,
                                     backoff_rand(&c->r->rnd)));
         return;
@@ -855,7 +804,7 @@ meta_fetch(struct rec *c)
     c->meta_t0 = loop_now_ms();
     c->meta_req = docker_list(c->r->d, c->id, meta_done, c);
     if (c->meta_req == NULL)
-        reaper_arm(c, &c->step, meta_retry, 1000);
+        rec_arm(c, &c->step, meta_retry, 1000);
 }
 
 /* ---- events ----------------------------------------------------------- */
@@ -1647,7 +1596,12 @@ reaper_start(struct reaper *r)
         .on_lost = on_lost,
     };
 
-    if (r->ctrd != NULL && audit_start(r) != 0)
+    static const struct audit_cbs ctrd_cbs = {
+        .observe = on_ctrd_obs,
+        .call_done = reaper_call_done,
+    };
+
+    if (r->ctrd != NULL && audit_start(r, &ctrd_cbs) != 0)
         return -1;
     docker_watch_on_replayed(r->d, on_replayed);
     if (r->store != NULL) {

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "docker.h"
+#include "hist.h"
 #include "lifecycle.h"
 
 struct loop;
@@ -28,19 +29,6 @@ struct docker;
 struct config;
 struct report_log;
 struct reaper;
-
-/*
- * A histogram in Prometheus' shape: `buckets[i]` counts observations
- * <= bound i and above bound i-1 (not cumulative; the exposition sums
- * them), `buckets[nbounds]` those above the last bound. Values are in
- * seconds.
- */
-#define REAPER_HIST_MAX 16
-struct reaper_hist {
-    uint64_t buckets[REAPER_HIST_MAX + 1];
-    uint64_t count;
-    double sum;
-};
 
 /* How a reported exit ended, for the cleanup histogram's label. */
 enum reaper_cleanup {
@@ -63,10 +51,6 @@ enum reaper_call {
     REAPER_CALL_N
 };
 
-/* Upper bounds (seconds, ascending) of the histograms' buckets. */
-const double *reaper_cleanup_bounds(size_t *n);
-const double *reaper_call_bounds(size_t *n);
-const double *reaper_latency_bounds(size_t *n);
 /* "removed", "kept", "gave_up", "unconfirmed". */
 const char *reaper_cleanup_name(enum reaper_cleanup c);
 /* api "docker" or "containerd"; call "list", "inspect", "delete",
@@ -130,13 +114,13 @@ struct reaper_stats {
     uint64_t pruned;        /* delivered reports removed by retention */
     uint64_t reports_log_rotations; /* of reports.jsonl (reports_log) */
     /* Exit -> settled, observed as each report is made. */
-    struct reaper_hist cleanup[REAPER_CLEANUP_N];
+    struct hist cleanup[REAPER_CLEANUP_N];
     /* Engine calls that got an answer (or failed), by call. */
-    struct reaper_hist calls[REAPER_CALL_N];
+    struct hist calls[REAPER_CALL_N];
     /* reapd's own share of a cleanup: from the engine observation that
      * completed it (handed to the lifecycle) to its report being durable
      * (reports.jsonl and the state database). */
-    struct reaper_hist report_latency;
+    struct hist report_latency;
 };
 
 /*

@@ -236,16 +236,10 @@ bool reaper_apply(struct rec *c, const struct lc_result *res);
 void reaper_delete_written(struct rec *c, bool written);
 /* Cancels c's calls and timers, drops its stored record, frees it. */
 void reaper_forget(struct rec *c);
-/* (Re)arms one of c's timers (*ev created on first use) for `ms`. */
-void reaper_arm(struct rec *c, struct event **ev, event_callback_fn fn,
-                uint64_t ms);
 /* An engine call sent at `t0` (loop_now_ms) just got its answer. */
 void reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0);
 /* Hands the events checkpoint to the store if it moved on: called just
  * before each flush, so the value is the holds' of that moment. */
 void reaper_put_checkpoint(struct reaper *r);
-/* Adds `v` to a histogram whose buckets end at bounds[0..n). */
-void reaper_hist_observe(struct reaper_hist *h, const double *bounds, size_t n,
-                         double v);
 
 #endif

@@ -773,7 +773,7 @@ metric(struct evbuffer *b, const char *name, const char *type,
  * is "" or `k="v",` (with the trailing comma). */
 static void
 histogram(struct evbuffer *b, const char *name, const char *labels,
-          const struct reaper_hist *h, const double *bounds, size_t n)
+          const struct hist *h, const double *bounds, size_t n)
 {
     uint64_t cum = 0;
     size_t i, len = strlen(labels);
@@ -1008,7 +1008,7 @@ histograms(struct evbuffer *b, const struct reaper_stats *st)
     size_t n;
     int i;
 
-    bounds = reaper_cleanup_bounds(&n);
+    bounds = hist_cleanup_bounds(&n);
     family(b, "reapd_cleanup_duration_seconds", "histogram",
            "From a container's exit to its confirmed cleanup (or give-up), "
            "observed as each report is made, by result.");
@@ -1018,7 +1018,7 @@ histograms(struct evbuffer *b, const struct reaper_stats *st)
         histogram(b, "reapd_cleanup_duration_seconds", labels, &st->cleanup[i],
                   bounds, n);
     }
-    bounds = reaper_call_bounds(&n);
+    bounds = hist_call_bounds(&n);
     family(b, "reapd_engine_request_duration_seconds", "histogram",
            "Engine calls reapd made, from sending to the answer or "
            "failure, by API and call.");
@@ -1030,7 +1030,7 @@ histograms(struct evbuffer *b, const struct reaper_stats *st)
         histogram(b, "reapd_engine_request_duration_seconds", labels,
                   &st->calls[i], bounds, n);
     }
-    bounds = reaper_latency_bounds(&n);
+    bounds = hist_latency_bounds(&n);
     family(b, "reapd_report_latency_seconds", "histogram",
            "reapd's own share of a cleanup: from the engine observation "
            "that completed it to its report being durable.");
@@ -1045,11 +1045,11 @@ static void
 upstream_metrics(struct status *s, struct evbuffer *b)
 {
     static struct upstream_stats us; /* 5 KiB: not on the stack */
-    struct reaper_hist h = {0};
+    struct hist h = {0};
     size_t i;
 
-    _Static_assert(UPSTREAM_LAT_N <= REAPER_HIST_MAX,
-                   "the histogram fits a reaper_hist");
+    _Static_assert(UPSTREAM_LAT_N <= HIST_MAX,
+                   "the histogram fits a struct hist");
     memset(&us, 0, sizeof(us));
     if (s->up != NULL)
         upstream_stats(s->up, &us);

@@ -505,9 +505,9 @@ t_metrics(void **state)
     {
         size_t nc, ne, nl;
 
-        reaper_cleanup_bounds(&nc);
-        reaper_call_bounds(&ne);
-        reaper_latency_bounds(&nl);
+        hist_cleanup_bounds(&nc);
+        hist_call_bounds(&ne);
+        hist_latency_bounds(&nl);
         /* CPU, virtual and resident memory, open and max fds, start. */
         assert_int_equal(nprocess, 6);
         assert_int_equal(samples, 5 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
@@ -1269,22 +1269,22 @@ t_metrics_histograms(void **state)
                        "reapd_engine_info{docker_version=\"fake\","
                        "api_version=\"1.41\",api_version_used=\"1.41\","
                        "containerd_version=\"\"}") == 1);
-    bounds = reaper_cleanup_bounds(&n);
+    bounds = hist_cleanup_bounds(&n);
     assert_true(check_histogram(r.body, "reapd_cleanup_duration_seconds",
                                 "result=\"removed\",", bounds, n) == 1);
     assert_true(check_histogram(r.body, "reapd_cleanup_duration_seconds",
                                 "result=\"kept\",", bounds, n) == 0);
-    bounds = reaper_call_bounds(&n);
+    bounds = hist_call_bounds(&n);
     assert_true(
         check_histogram(r.body, "reapd_engine_request_duration_seconds",
                         "api=\"docker\",call=\"inspect\",", bounds, n) >= 1);
     assert_true(
         check_histogram(r.body, "reapd_engine_request_duration_seconds",
                         "api=\"docker\",call=\"delete\",", bounds, n) == 1);
-    bounds = reaper_latency_bounds(&n);
+    bounds = hist_latency_bounds(&n);
     assert_true(check_histogram(r.body, "reapd_report_latency_seconds", "",
                                 bounds, n) == 1);
-    bounds = reaper_call_bounds(&n);
+    bounds = hist_call_bounds(&n);
     snprintf(labels, sizeof(labels), "api=\"docker\",call=\"list\",");
     assert_true(check_histogram(r.body,
                                 "reapd_engine_request_duration_seconds",
