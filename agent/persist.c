@@ -25,6 +25,9 @@
 #include "report.h"
 #include "store.h"
 
+static void flush_within(struct reaper *r, uint64_t ms);
+static void put_events_checkpoint(struct reaper *r);
+
 #define MAX_UNSAVED 100000 /* reports held while the disk is full */
 
 struct replay {
@@ -132,6 +135,8 @@ persist_cleanup(struct reaper *r)
     /* A checkpoint in flight ends first: the store is the loop's again. */
     bio_free(ps->bio);
     ps->bio = NULL;
+    if (r->store != NULL)
+        put_events_checkpoint(r);
     if (r->store != NULL && store_flush(r->store) < 0)
         log_error(NULL, "state: last flush failed: %s",
                   store_errmsg(r->store));
@@ -214,7 +219,7 @@ flush_budget(struct reaper *r)
 static bool
 nothing_waits(const struct reaper *r)
 {
-    return store_pending(r->store) == 0 && !r->ckpt_due;
+    return store_pending(r->store) == 0 && !r->ps.events_due;
 }
 
 /*
@@ -233,6 +238,38 @@ flush_settled(struct reaper *r)
     }
 }
 
+void
+persist_events_checkpoint(struct reaper *r, int64_t nano)
+{
+    if (r->store == NULL || nano <= 0)
+        return;
+    r->ps.events_ckpt = nano;
+    if (nano == r->ps.events_saved || r->ps.events_due)
+        return;
+    r->ps.events_due = true;
+    flush_within(r, LAZY_COMMIT_MS);
+}
+
+/* The events checkpoint into the transaction being written. */
+static void
+put_events_checkpoint(struct reaper *r)
+{
+    int64_t t = r->ps.events_ckpt;
+    int rc;
+
+    if (!r->ps.events_due)
+        return;
+    r->ps.events_due = false;
+    if (t == r->ps.events_saved)
+        return;
+    rc = store_set_checkpoint(r->store, CHECKPOINT_KEY, t);
+    persist_result(r, rc, "saving the events checkpoint");
+    /* Not taken (too much waits for a full disk): the next change asks
+     * again. */
+    if (rc >= 0)
+        r->ps.events_saved = t;
+}
+
 /*
  * Writes the record of container `id` (NULL: none in particular) and
  * other pending changes, FLUSH_SLICE_ROWS in all; what is left goes a
@@ -247,7 +284,7 @@ flush_slice(struct reaper *r, const char *id)
     int rc;
 
     turn_roll(r);
-    reaper_put_checkpoint(r);
+    put_events_checkpoint(r);
     rc = store_flush_some(r->store, id, FLUSH_SLICE_ROWS);
     r->ps.turn_flush_ns += loop_now_ns() - t0;
     persist_result(r, rc, "saving container records");
@@ -351,7 +388,7 @@ persist_flush_now(struct reaper *r)
         evtimer_del(r->ps.flush_ev);
         r->ps.flush_scheduled = false;
     }
-    reaper_put_checkpoint(r);
+    put_events_checkpoint(r);
     rc = store_flush(r->store);
     persist_result(r, rc, "saving container records");
     if (rc < 0)
@@ -512,7 +549,7 @@ persist_store_reports(struct reaper *r, struct store_new_report *v, size_t n)
 
     /* The events checkpoint rides along, as with any flush: the group
      * commit's timer may not be left to write it (flush_settled). */
-    reaper_put_checkpoint(r);
+    put_events_checkpoint(r);
     if (r->cfg->upstream_url == NULL)
         rc = store_add_reports(r->store, v, n, report_now_ms(), true);
     else
@@ -1021,107 +1058,6 @@ persist_rec(struct rec *c)
         persist_flush_soon(r);
 }
 
-/* Records saved by an earlier run: tracked again, resumed once the
- * engine is reachable (on_subscribed). */
-static int
-load_records(struct reaper *r)
-{
-    struct store_containers all = {0};
-    char err[256];
-    size_t i;
-    int rc;
-
-    rc = store_get_containers(r->store, &all);
-    if (rc < 0) {
-        log_error(NULL, "state: cannot read container records: %s",
-                  store_errmsg(r->store));
-        return -1;
-    }
-    for (i = 0; i < all.n; i++) {
-        struct record *rec;
-        const struct record_meta *m;
-        struct rec *c;
-
-        if (!docker_valid_id(all.v[i].id) ||
-            ctable_find(&r->tab, all.v[i].id)) {
-            store_delete_container(r->store, all.v[i].id);
-            continue;
-        }
-        rec = record_parse(all.v[i].json, all.v[i].len, err, sizeof(err));
-        if (rec == NULL) {
-            log_error(all.v[i].id, "state: dropping an unreadable record: %s",
-                      err);
-            store_delete_container(r->store, all.v[i].id);
-            continue;
-        }
-        c = reaper_rec_new(r, all.v[i].id);
-        if (c == NULL) {
-            record_free(rec);
-            continue;
-        }
-        m = record_meta(rec);
-        /* Truncation, if any, is in the record's lifecycle anomalies. */
-        if (rec_set_meta(c, m->name, m->image, m->labels, m->nlabels, false,
-                         false) != 0)
-            log_error(c->id, "out of memory copying labels");
-        c->kind = R_MANAGED;
-        c->policy = strdup(m->policy != NULL ? m->policy : "default");
-        c->force = m->force;
-        c->volumes = m->volumes;
-        c->report_on = m->report_on;
-        rec_set_str(&c->started_at, m->started_at);
-        rec_set_str(&c->finished_at, m->finished_at);
-        c->die_nano = m->die_nano;
-        c->exited_wall_ms = m->exited_wall_ms;
-        c->lc = *record_lc(rec);
-        c->persisted = true;
-        c->persisted_running = c->lc.state == LC_RUNNING && !c->lc.exited &&
-                               !c->lc.task_exit_seen;
-        c->resume_pending = true;
-        c->loaded = true;
-        record_free(rec);
-    }
-    if (all.n > 0)
-        log_info(NULL, "state: %zu container records from the last run",
-                 all.n);
-    store_containers_free(&all);
-    persist_flush_soon(r);
-    return 0;
-}
-
-static bool
-resume_pending(const struct rec *c, const void *arg)
-{
-    (void)arg;
-    return c->resume_pending;
-}
-
-void
-persist_resume_loaded(struct reaper *r)
-{
-    struct rec **waiting, *c;
-    size_t n, i;
-    int64_t now_wall = report_now_ms();
-
-    /* Out of memory, they wait for the next subscription. */
-    waiting = ctable_collect(&r->tab, resume_pending, NULL, &n);
-    if (waiting == NULL)
-        return;
-    for (i = 0; i < n; i++) {
-        struct lc_result res;
-        uint64_t since = 0;
-
-        c = waiting[i];
-        c->resume_pending = false;
-        if (c->exited_wall_ms > 0 && now_wall > c->exited_wall_ms)
-            since = (uint64_t)(now_wall - c->exited_wall_ms);
-        lc_resume(&c->lc, loop_now_ms(), since, &res);
-        if (reaper_apply(c, &res))
-            persist_rec(c);
-    }
-    free(waiting);
-}
-
 /* The DELETEs queued: their records in one commit per
  * PERSIST_DELETE_BATCH, then each is sent, or held when that failed
  * (logged once by persist_result). */
@@ -1148,7 +1084,7 @@ flush_delq(struct reaper *r)
         ps->ndelq -= n;
         memmove(ps->delq, ps->delq + n, ps->ndelq * sizeof(ps->delq[0]));
         turn_roll(r);
-        reaper_put_checkpoint(r);
+        put_events_checkpoint(r);
         rc = store_flush_ids(r->store, ids, n, FLUSH_SLICE_ROWS);
         ps->turn_flush_ns += loop_now_ns() - t0;
         persist_result(r, rc, "saving container records");
@@ -1261,8 +1197,6 @@ persist_start(struct reaper *r)
         if (recover_journal(r) != 0)
             return -1;
     }
-    if (load_records(r) != 0)
-        return -1;
     store_on_wal(r->store, CHECKPOINT_PAGES, on_wal_full, r);
     evtimer_add(r->ps.prune_timer, &soon);
     return 0;

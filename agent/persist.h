@@ -66,6 +66,10 @@ struct persist {
     size_t ndelq, delq_cap;
     struct event *delq_ev; /* active while ndelq > 0: the turn's end */
     struct timeval delete_tv;
+    /* The events checkpoint the reaper last handed down, the one in the
+     * store, and whether the next flush writes it. */
+    int64_t events_ckpt, events_saved;
+    bool events_due;
 };
 
 /* 0, or -1 when out of memory. */
@@ -81,13 +85,13 @@ bool persist_store_busy(const struct reaper *r);
 /* A last flush; reports still unsaved are said (they are in
  * reports.jsonl, made again at the next start); frees what init made. */
 void persist_cleanup(struct reaper *r);
-/* At reaper_start: reports.jsonl replayed into the store, records of the
- * last run loaded (resumed later: persist_resume_loaded), retention
+/* At reaper_start: reports.jsonl replayed into the store, retention
  * started. -1 (logged) when reapd must not start. */
 int persist_start(struct reaper *r);
-/* The engine answers: the loaded records pick up where they stood. */
-void persist_resume_loaded(struct reaper *r);
 
+/* The events checkpoint moved to `nano` (docker.events.time_nano): it
+ * rides with the next flush, lazily. */
+void persist_events_checkpoint(struct reaper *r, int64_t nano);
 /* A flush within a few milliseconds, with whatever else changes
  * meanwhile (at once when many rows wait). */
 void persist_flush_soon(struct reaper *r);

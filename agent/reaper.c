@@ -32,6 +32,7 @@
 #include "loop.h"
 #include "outcome.h"
 #include "reaper_int.h"
+#include "record.h"
 #include "report.h"
 #include "store.h"
 
@@ -68,8 +69,8 @@ reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0)
                  now >= t0 ? (double)(now - t0) / 1000.0 : 0.0);
 }
 
-struct rec *
-reaper_rec_new(struct reaper *r, const char *id)
+static struct rec *
+rec_new(struct reaper *r, const char *id)
 {
     struct rec *c = calloc(1, sizeof(*c));
 
@@ -419,8 +420,8 @@ reaper_delete_written(struct rec *c, bool written)
         unsent(c, &c->lc.delete_inflight);
 }
 
-bool
-reaper_apply(struct rec *c, const struct lc_result *res)
+static bool
+apply(struct rec *c, const struct lc_result *res)
 {
     struct reaper *r = c->r;
     size_t i;
@@ -575,7 +576,7 @@ reaper_feed(struct rec *c, const struct lc_obs *obs)
     o.now_ms = loop_now_ms();
     o.rnd = backoff_rand(&r->rnd);
     lc_step(&c->lc, &o, &res);
-    if (!reaper_apply(c, &res)) {
+    if (!apply(c, &res)) {
         r->obs_ns = 0;
         return false;
     }
@@ -933,41 +934,21 @@ is_tombstoned(const struct reaper *r, const char *id)
  * back, the replay brings them (and a few already taken, which the
  * lifecycle and the report dedupe take twice safely).
  *
- * Only marked here, at each event: the value is worked out and handed to
- * the store just before a flush (reaper_put_checkpoint), from the holds
- * of that moment. Setting it at every event was 4% of an event's cost in
- * a burst (docs/performance.md); a flush is where it is first needed.
+ * Worked out at each change (an event taken, a hold let go) and handed
+ * down; the durable layer writes it with its next flush.
  */
 static void
 save_checkpoint(struct reaper *r)
 {
+    int64_t t = r->last_ev_nano;
+
     /* Stopping is not forgetting: records discovering now are held
      * still. */
-    if (r->store == NULL || r->stopping || r->ckpt_due)
-        return;
-    r->ckpt_due = true;
-    persist_flush_lazy(r);
-}
-
-void
-reaper_put_checkpoint(struct reaper *r)
-{
-    int64_t t = r->last_ev_nano;
-    int rc;
-
-    if (!r->ckpt_due || r->store == NULL)
+    if (r->store == NULL || r->stopping)
         return;
     if (r->holds != NULL && r->holds->hold_nano - 1 < t)
         t = r->holds->hold_nano - 1;
-    r->ckpt_due = false;
-    if (t <= 0 || t == r->saved_checkpoint)
-        return;
-    rc = store_set_checkpoint(r->store, CHECKPOINT_KEY, t);
-    persist_result(r, rc, "saving the events checkpoint");
-    /* Not taken (too much waits for a full disk): the next event asks
-     * again. */
-    if (rc >= 0)
-        r->saved_checkpoint = t;
+    persist_events_checkpoint(r, t);
 }
 
 /* c, discovering, holds an event of time `nano` in memory. */
@@ -1045,7 +1026,7 @@ take_event(struct reaper *r, const struct docker_event *ev)
     if (c == NULL) {
         if (ev->action == DOCKER_EV_DESTROY)
             return;
-        c = reaper_rec_new(r, ev->id);
+        c = rec_new(r, ev->id);
         if (c == NULL)
             return;
         meta_from_event(c, ev);
@@ -1098,6 +1079,7 @@ on_event(const struct docker_event *ev, void *arg)
 /* ---- relists ---------------------------------------------------------- */
 
 static void relist(struct reaper *r);
+static void resume_loaded(struct reaper *r);
 static void ready_turned(struct reaper *r);
 
 static void
@@ -1137,7 +1119,7 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
         return; /* destroyed after the snapshot was taken */
     c = ctable_find(&r->tab, e->id);
     if (c == NULL) {
-        c = reaper_rec_new(r, e->id);
+        c = rec_new(r, e->id);
         if (c == NULL) {
             r->rl_incomplete = true; /* out of memory: seen next time */
             return;
@@ -1410,7 +1392,7 @@ on_subscribed(void *arg)
     }
     /* The engine answers now: records of the last run pick up where they
      * stood, before the replay and the relist reconcile them. */
-    persist_resume_loaded(r);
+    resume_loaded(r);
 }
 
 /*
@@ -1531,8 +1513,8 @@ reaper_free(struct reaper *r)
     docker_list_free(r->rl_old);
     r->rl_old = NULL;
     audit_cleanup(r);
-    /* Worked out while the holds still stand; the last flush writes it. */
-    reaper_put_checkpoint(r);
+    /* The checkpoint handed down stands: the holds let go now move it no
+     * more, and the last flush writes it. */
     r->stopping = true;
     /* Stopping is not forgetting: the records stay in the store. */
     for (c = ctable_first(&r->tab, &it); c != NULL;
@@ -1586,6 +1568,109 @@ reaper_set_store(struct reaper *r, struct store *st)
     r->store = st;
 }
 
+/* ---- records of the last run ----------------------------------------- */
+
+/* Records saved by an earlier run: tracked again, resumed once the
+ * engine is reachable (on_subscribed). */
+static int
+load_records(struct reaper *r)
+{
+    struct store_containers all = {0};
+    char err[256];
+    size_t i;
+    int rc;
+
+    rc = store_get_containers(r->store, &all);
+    if (rc < 0) {
+        log_error(NULL, "state: cannot read container records: %s",
+                  store_errmsg(r->store));
+        return -1;
+    }
+    for (i = 0; i < all.n; i++) {
+        struct record *rec;
+        const struct record_meta *m;
+        struct rec *c;
+
+        if (!docker_valid_id(all.v[i].id) ||
+            ctable_find(&r->tab, all.v[i].id)) {
+            store_delete_container(r->store, all.v[i].id);
+            continue;
+        }
+        rec = record_parse(all.v[i].json, all.v[i].len, err, sizeof(err));
+        if (rec == NULL) {
+            log_error(all.v[i].id, "state: dropping an unreadable record: %s",
+                      err);
+            store_delete_container(r->store, all.v[i].id);
+            continue;
+        }
+        c = rec_new(r, all.v[i].id);
+        if (c == NULL) {
+            record_free(rec);
+            continue;
+        }
+        m = record_meta(rec);
+        /* Truncation, if any, is in the record's lifecycle anomalies. */
+        if (rec_set_meta(c, m->name, m->image, m->labels, m->nlabels, false,
+                         false) != 0)
+            log_error(c->id, "out of memory copying labels");
+        c->kind = R_MANAGED;
+        c->policy = strdup(m->policy != NULL ? m->policy : "default");
+        c->force = m->force;
+        c->volumes = m->volumes;
+        c->report_on = m->report_on;
+        rec_set_str(&c->started_at, m->started_at);
+        rec_set_str(&c->finished_at, m->finished_at);
+        c->die_nano = m->die_nano;
+        c->exited_wall_ms = m->exited_wall_ms;
+        c->lc = *record_lc(rec);
+        c->persisted = true;
+        c->persisted_running = c->lc.state == LC_RUNNING && !c->lc.exited &&
+                               !c->lc.task_exit_seen;
+        c->resume_pending = true;
+        c->loaded = true;
+        record_free(rec);
+    }
+    if (all.n > 0)
+        log_info(NULL, "state: %zu container records from the last run",
+                 all.n);
+    store_containers_free(&all);
+    persist_flush_soon(r);
+    return 0;
+}
+
+static bool
+resume_pending(const struct rec *c, const void *arg)
+{
+    (void)arg;
+    return c->resume_pending;
+}
+
+static void
+resume_loaded(struct reaper *r)
+{
+    struct rec **waiting, *c;
+    size_t n, i;
+    int64_t now_wall = report_now_ms();
+
+    /* Out of memory, they wait for the next subscription. */
+    waiting = ctable_collect(&r->tab, resume_pending, NULL, &n);
+    if (waiting == NULL)
+        return;
+    for (i = 0; i < n; i++) {
+        struct lc_result res;
+        uint64_t since = 0;
+
+        c = waiting[i];
+        c->resume_pending = false;
+        if (c->exited_wall_ms > 0 && now_wall > c->exited_wall_ms)
+            since = (uint64_t)(now_wall - c->exited_wall_ms);
+        lc_resume(&c->lc, loop_now_ms(), since, &res);
+        if (apply(c, &res))
+            persist_rec(c);
+    }
+    free(waiting);
+}
+
 int
 reaper_start(struct reaper *r)
 {
@@ -1607,7 +1692,7 @@ reaper_start(struct reaper *r)
     if (r->store != NULL) {
         int64_t since = 0;
 
-        if (persist_start(r) != 0)
+        if (persist_start(r) != 0 || load_records(r) != 0)
             return -1;
         /* Resume the stream where the last run stopped reading; the
          * relist after subscribing covers what the engine no longer

@@ -187,12 +187,10 @@ struct reaper {
     struct event *rl_slice_ev;
     uint64_t rl_slice_ns;       /* RELIST_SLICE_NS, but for tests */
     char (*tombs)[CTR_ID_SIZE]; /* destroyed while a relist was in flight */
-    /* The events checkpoint: the last event's time, the checkpoint held
-     * back for records still discovering, and the value last written. */
+    /* The events checkpoint: the last event's time, and the records
+     * still discovering that hold it back. */
     int64_t last_ev_nano;
     struct rec *holds, *holds_tail;
-    int64_t saved_checkpoint;
-    bool ckpt_due; /* moved on since last handed to the store */
     bool stopping; /* in reaper_free */
     size_t ntombs;
 
@@ -217,20 +215,15 @@ struct reaper {
 };
 
 /* ---- between the reaper's files ----------------------------------------
- * feed and apply return false when the record was freed (forgotten): the
- * caller must not touch it again. */
+ * feed returns false when the record was freed (forgotten): the caller
+ * must not touch it again. */
 
-/* A new record for `id` (64 hex digits), discovering, in the table; NULL
- * (logged) when out of memory. */
-struct rec *reaper_rec_new(struct reaper *r, const char *id);
 /* One observation through the lifecycle, then its actions and the
  * record's persistence. */
 bool reaper_feed(struct rec *c, const struct lc_obs *o);
 /* reaper_feed of an observation that is only its kind (a timer, a slot,
  * a task's deletion). */
 bool reaper_feed_kind(struct rec *c, enum lc_obs_kind kind);
-/* Carries out a lifecycle step's actions. */
-bool reaper_apply(struct rec *c, const struct lc_result *res);
 /* c's DELETE may go (`written`: its record is on disk), or waits a
  * second (the state cannot be written). */
 void reaper_delete_written(struct rec *c, bool written);
@@ -238,8 +231,5 @@ void reaper_delete_written(struct rec *c, bool written);
 void reaper_forget(struct rec *c);
 /* An engine call sent at `t0` (loop_now_ms) just got its answer. */
 void reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0);
-/* Hands the events checkpoint to the store if it moved on: called just
- * before each flush, so the value is the holds' of that moment. */
-void reaper_put_checkpoint(struct reaper *r);
 
 #endif
