@@ -1,5 +1,5 @@
 /*
- * persist — the reaper's durable state: what a restart, a kill -9 or a
+ * persist — the reaper's durable layer: what a restart, a kill -9 or a
  * power loss must not take.
  *
  * Container records (one per managed container past a run or an exit),
@@ -10,9 +10,20 @@
  * accepted is lost: reports the store cannot take wait in memory, and a
  * DELETE waits until the container's record is on disk.
  *
- * Part of the reaper (reaper_int.h): `struct persist` is embedded in
- * struct reaper; every function takes the reaper or one of its records.
- * Without a store (r->store NULL, as in unit tests) they do nothing.
+ * Reports: made from a record when the lifecycle says so (ACT_REPORT),
+ * with an id from the exit's time (a restart makes the same one again);
+ * one an earlier run made under another id is refused. The reports of a
+ * loop turn are written together (one write and one fdatasync of
+ * reports.jsonl, one transaction), counted, and handed to the reaper's
+ * report callback (delivery). While the store's WAL copy runs, they are
+ * journaled as ever (durable then); their transaction, count and
+ * hand-over wait for the copy's end.
+ *
+ * Below the driver (reaper.c): it calls down; what goes back up (a held
+ * DELETE may go, a record may be forgotten) goes through the callbacks
+ * given at persist_init. `struct persist` is embedded in struct reaper
+ * (reaper_int.h). Without a store (r->store NULL, as in unit tests)
+ * records are not written; reports are still made and handed on.
  */
 #ifndef REAPD_PERSIST_H
 #define REAPD_PERSIST_H
@@ -26,11 +37,36 @@ struct event;
 struct reaper;
 struct rec;
 struct unsaved;
+struct queued;
+
+/* What the durable layer tells the driver. */
+struct persist_cbs {
+    /* c's DELETE may go (`written`: its record is on disk), or waits (the
+     * state cannot be written). */
+    void (*delete_written)(struct rec *c, bool written);
+    /* c's report is written (or kept in memory for a full disk), and c
+     * waited for that to be forgotten (c->forget_due). */
+    void (*forget)(struct rec *c);
+};
+
+/* The reports made this loop turn, waiting for its end. */
+struct report_queue {
+    struct queued *v;
+    size_t n, cap;
+    size_t nwritten;   /* v[0..nwritten) are written, waiting for release */
+    size_t njournaled; /* v[0..njournaled) are in reports.jsonl at least */
+    struct timeval turn_tv;   /* the turn of the last report made */
+    unsigned in_turn;         /* reports made in it */
+    struct event *ev;         /* a turn's end, for what it queued */
+    struct event *jev;        /* journal_wait_ms, during the WAL's copy */
+    unsigned journal_wait_ms; /* JOURNAL_WAIT_MS; tests make it longer */
+};
 
 /* DELETEs whose records one commit writes (persist_before_delete). */
 #define PERSIST_DELETE_BATCH 8
 
 struct persist {
+    const struct persist_cbs *cb;
     struct event *flush_ev;
     bool flush_scheduled;
     uint64_t flush_at_ms; /* loop time the scheduled flush is due */
@@ -72,17 +108,17 @@ struct persist {
     bool events_due;
 };
 
-/* 0, or -1 when out of memory. */
-int persist_init(struct reaper *r);
+/* 0, or -1 when out of memory. `up` is static, borrowed. */
+int persist_init(struct reaper *r, const struct persist_cbs *up);
 /* The records waiting are as many as one commit takes and the store is
  * busy with a checkpoint: whoever makes more (a relist's slice) waits. */
 bool persist_backlogged(const struct reaper *r);
 /* The WAL's copy runs on the bio thread and holds the store's connection
  * till its end: a store call now would hold the loop as long (3-240 ms
  * in a burst). What can wait does: DELETEs (persist_before_delete) and
- * reports (outcome.c) are written when the copy ends. */
+ * reports are written when the copy ends. */
 bool persist_store_busy(const struct reaper *r);
-/* A last flush; reports still unsaved are said (they are in
+/* A last commit of the reports queued, a last flush; reports still unsaved are said (they are in
  * reports.jsonl, made again at the next start); frees what init made. */
 void persist_cleanup(struct reaper *r);
 /* At reaper_start: reports.jsonl replayed into the store, retention
@@ -151,7 +187,7 @@ int persist_journal_append_many(struct reaper *r, const struct report_line *v,
                                 size_t n);
 /* Whether persist_journal_append_many can append without the store (its
  * checkpoint is not behind a rotation): what a report made while the
- * WAL's copy holds the store needs (outcome.c). */
+ * WAL's copy holds the store needs. */
 bool persist_journal_ready(const struct reaper *r);
 /* persist_store_report for `n` reports in one transaction
  * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
@@ -163,7 +199,7 @@ int persist_store_reports(struct reaper *r, struct store_new_report *v,
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush), and a file past
  * reports_log.max_bytes is rotated. Nothing, while one waits in memory
- * (a full disk) or in outcome.c's queue (outcome_unstored). */
+ * (a full disk) or in the turn's queue, journaled and not stored. */
 void persist_journal_stored(struct reaper *r);
 /* Visits the reports waiting in memory for the store, oldest first, until
  * `cb` returns true; returns that. */
@@ -172,5 +208,21 @@ typedef bool (*persist_unsaved_cb)(const char *report_id,
                                    const char *json, size_t len, void *arg);
 bool persist_find_unsaved(const struct reaper *r, persist_unsaved_cb cb,
                           void *arg);
+
+/* Makes c's report (nothing when its policy does not report) and queues
+ * it for the end of this loop turn: c->report_due until it is written
+ * (or kept in memory for a full disk), and c is forgotten only after
+ * (c->forget_due). false only when it could not be made for want of
+ * memory, and then nothing of it was queued: make it again
+ * (persist_report_later). */
+bool persist_report(struct rec *c);
+/* Makes it again in a second; c is forgotten only after it
+ * (c->forget_due). */
+void persist_report_later(struct rec *c);
+/* Writes the reports queued (reports.jsonl, then the store), counts them,
+ * hands them on, and forgets the records waiting for that. Runs at the
+ * end of each loop turn that made one; now, for a caller that cannot
+ * wait (stopping). */
+void persist_commit_reports(struct reaper *r);
 
 #endif

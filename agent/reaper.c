@@ -30,7 +30,6 @@
 #include "hist.h"
 #include "log.h"
 #include "loop.h"
-#include "outcome.h"
 #include "reaper_int.h"
 #include "record.h"
 #include "report.h"
@@ -58,7 +57,7 @@ reaper_call_name(enum reaper_call c, const char **api, const char **call)
     *call = (unsigned)c < REAPER_CALL_N ? names[c] : "unknown";
 }
 
-void
+static void
 reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0)
 {
     uint64_t now = loop_now_ms();
@@ -115,6 +114,11 @@ meta_from_list(struct rec *c, const struct docker_container *dc)
 }
 
 static void checkpoint_unhold(struct rec *c);
+/* feed returns false when the record was freed (forgotten): the caller
+ * must not touch it again. */
+static bool reaper_feed(struct rec *c, const struct lc_obs *o);
+static bool reaper_feed_kind(struct rec *c, enum lc_obs_kind kind);
+static void reaper_forget(struct rec *c);
 
 /* ---- slots ------------------------------------------------------------ */
 
@@ -410,7 +414,7 @@ unsent(struct rec *c, bool *inflight)
     rec_arm(c, &c->step, step_fired, 1000);
 }
 
-void
+static void
 reaper_delete_written(struct rec *c, bool written)
 {
     if (written)
@@ -516,8 +520,8 @@ apply(struct rec *c, const struct lc_result *res)
             audit_task_list(r); /* one at a time for the node */
             break;
         case ACT_REPORT:
-            if (!outcome_report(c))
-                outcome_report_later(c);
+            if (!persist_report(c))
+                persist_report_later(c);
             break;
         case ACT_FORGET:
             if (c->report_due) {
@@ -551,7 +555,7 @@ die_code_masked(const struct rec *c)
     return false;
 }
 
-bool
+static bool
 reaper_feed(struct rec *c, const struct lc_obs *obs)
 {
     struct reaper *r = c->r;
@@ -585,7 +589,7 @@ reaper_feed(struct rec *c, const struct lc_obs *obs)
     return true;
 }
 
-bool
+static bool
 reaper_feed_kind(struct rec *c, enum lc_obs_kind kind)
 {
     struct lc_obs o;
@@ -611,11 +615,11 @@ on_ctrd_obs(struct rec *c, const struct lc_obs *o)
     log_debug(id, "containerd: TaskExit, status %u", (unsigned)o->exit_code);
 }
 
-void
+static void
 reaper_forget(struct rec *c)
 {
     if (c->report_queued) {
-        /* Its report is not written yet: outcome_commit forgets it. */
+        /* Its report is not written yet: persist_commit_reports forgets it. */
         c->forget_due = true;
         return;
     }
@@ -1464,6 +1468,10 @@ struct reaper *
 reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
            struct report_log *rl)
 {
+    static const struct persist_cbs durable_cbs = {
+        .delete_written = reaper_delete_written,
+        .forget = reaper_forget,
+    };
     struct reaper *r = calloc(1, sizeof(*r));
 
     if (r == NULL)
@@ -1479,8 +1487,8 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->rl_free_ev = event_new(loop_base(l), -1, 0, on_rl_free, r);
     r->rl_slice_ev = evtimer_new(loop_base(l), on_relist_slice, r);
     r->rl_slice_ns = RELIST_SLICE_NS;
-    if (ctable_init(&r->tab) != 0 || persist_init(r) != 0 ||
-        outcome_init(r) != 0 || r->tombs == NULL || r->grant_ev == NULL ||
+    if (ctable_init(&r->tab) != 0 || persist_init(r, &durable_cbs) != 0 ||
+        r->tombs == NULL || r->grant_ev == NULL ||
         r->relist_timer == NULL || r->rl_free_ev == NULL ||
         r->rl_slice_ev == NULL) {
         reaper_free(r);
@@ -1506,7 +1514,7 @@ reaper_free(struct reaper *r)
         docker_set_label_filter(r->d, NULL, NULL);
     }
     /* The reports of this turn are made: written before anything goes. */
-    outcome_cleanup(r);
+    persist_commit_reports(r);
     docker_cancel(r->relist_req);
     docker_list_free(r->rl_ans);
     r->rl_ans = NULL;

@@ -1,8 +1,10 @@
 /*
  * reaper_int — the reaper's private parts, shared by the files that make
- * it up (reaper.c and the modules it is split into: ctable.c, persist.c,
- * outcome.c, audit.c). Nothing outside them includes this header; the
- * reaper's interface is reaper.h.
+ * it up: the driver (reaper.c), and below it the record table (ctable.c),
+ * the containerd channel (audit.c) and the durable layer (persist.c),
+ * which call back up only through the callbacks the driver gives them.
+ * Nothing outside them includes this header; the reaper's interface is
+ * reaper.h.
  *
  * One owner, several files: `struct reaper` holds a sub-struct for each
  * part that has state of its own (the table, the containerd audit, the
@@ -20,7 +22,6 @@
 #include "bounds.h"
 #include "ctable.h"
 #include "lifecycle.h"
-#include "outcome.h"
 #include "persist.h"
 #include "reaper.h"
 
@@ -103,7 +104,7 @@ struct rec {
      * this timer; the record is forgotten only after it. */
     struct event *again;
     bool report_due, forget_due;
-    bool report_queued; /* in the turn's queue (outcome_commit) */
+    bool report_queued; /* in the turn's queue (persist_commit_reports) */
     bool delete_queued; /* its DELETE waits for its record's commit */
     /* Its report is in neither reports.jsonl nor the store (the disk
      * full): its stored record is not deleted when it is forgotten. */
@@ -201,7 +202,7 @@ struct reaper {
     /* Durable state (NULL: none, as in unit tests). */
     struct store *store;
     struct persist ps;
-    struct outcome_queue oq;
+    struct report_queue oq;
 
     reaper_report_cb report_cb;
     void *report_arg;
@@ -213,23 +214,5 @@ struct reaper {
      * feed(). A report made meanwhile measures reapd's added latency. */
     uint64_t obs_ns;
 };
-
-/* ---- between the reaper's files ----------------------------------------
- * feed returns false when the record was freed (forgotten): the caller
- * must not touch it again. */
-
-/* One observation through the lifecycle, then its actions and the
- * record's persistence. */
-bool reaper_feed(struct rec *c, const struct lc_obs *o);
-/* reaper_feed of an observation that is only its kind (a timer, a slot,
- * a task's deletion). */
-bool reaper_feed_kind(struct rec *c, enum lc_obs_kind kind);
-/* c's DELETE may go (`written`: its record is on disk), or waits a
- * second (the state cannot be written). */
-void reaper_delete_written(struct rec *c, bool written);
-/* Cancels c's calls and timers, drops its stored record, frees it. */
-void reaper_forget(struct rec *c);
-/* An engine call sent at `t0` (loop_now_ms) just got its answer. */
-void reaper_call_done(struct reaper *r, enum reaper_call call, uint64_t t0);
 
 #endif
