@@ -48,8 +48,7 @@ hist_latency_bounds(size_t *n)
 }
 
 void
-hist_observe(struct hist *h, const double *bounds, size_t n,
-                    double v)
+hist_observe(struct hist *h, const double *bounds, size_t n, double v)
 {
     size_t i = 0;
 

@@ -225,7 +225,7 @@ flush_budget(struct reaper *r)
 }
 
 /* Nothing waits to be written: no pending change, no events checkpoint
- * to put (reaper_put_checkpoint). */
+ * to put (put_events_checkpoint). */
 static bool
 nothing_waits(const struct reaper *r)
 {
@@ -1017,14 +1017,14 @@ persist_rec(struct rec *c)
     if (r->store == NULL)
         return;
     if (c->persist_done) {
-        /* The step's DELETE wrote it (durable_before_delete). */
+        /* The step's DELETE wrote it (persist_before_delete). */
         c->persist_done = false;
         return;
     }
-    /* Its report waits for the end of the turn (persist_commit_reports), or to be
-     * made again (out of memory), which writes this record after it: the
-     * step that reported must not be on disk ahead of the report (a kill
-     * -9 in between would lose it). */
+    /* Its report waits for the end of the turn (persist_commit_reports),
+     * or to be made again (out of memory), which writes this record after
+     * it: the step that reported must not be on disk ahead of the report
+     * (a kill -9 in between would lose it). */
     if (c->report_due)
         return;
     if (c->lc.exited && c->exited_wall_ms == 0)
@@ -1605,7 +1605,7 @@ persist_report(struct rec *c)
     }
     bounds = hist_cleanup_bounds(&nbounds);
     hist_observe(&r->st.cleanup[cleanup_result(lc)], bounds, nbounds,
-                        (double)rep.cleanup_ms / 1000.0);
+                 (double)rep.cleanup_ms / 1000.0);
     return true;
 }
 
@@ -1621,7 +1621,7 @@ durable(struct reaper *r, struct queued *e)
         return;
     bounds = hist_latency_bounds(&nbounds);
     hist_observe(&r->st.report_latency, bounds, nbounds,
-                        (double)(loop_now_ns() - e->obs_ns) / 1e9);
+                 (double)(loop_now_ns() - e->obs_ns) / 1e9);
     e->obs_ns = 0;
 }
 

@@ -118,8 +118,9 @@ bool persist_backlogged(const struct reaper *r);
  * in a burst). What can wait does: DELETEs (persist_before_delete) and
  * reports are written when the copy ends. */
 bool persist_store_busy(const struct reaper *r);
-/* A last commit of the reports queued, a last flush; reports still unsaved are said (they are in
- * reports.jsonl, made again at the next start); frees what init made. */
+/* A last commit of the reports queued, a last flush; reports still unsaved are
+ * said (they are in reports.jsonl, made again at the next start); frees what
+ * init made. */
 void persist_cleanup(struct reaper *r);
 /* At reaper_start: reports.jsonl replayed into the store, retention
  * started. -1 (logged) when reapd must not start. */

@@ -9,11 +9,13 @@
  * events that arrive meanwhile are queued and replayed, so nothing is
  * decided on half the facts.
  *
- * This file feeds observations to the lifecycle and carries out its
- * actions (engine calls, timers, removal slots), decides policies, reads
- * the events stream and reconciles relists. Its other parts, on the same
- * struct reaper (reaper_int.h): ctable.c (the records by id), persist.c
- * (durable state), outcome.c (reports), audit.c (the containerd channel).
+ * This file is the driver: it feeds observations to the lifecycle and
+ * carries out its actions (engine calls, timers, removal slots), decides
+ * policies, reads the events stream, reconciles relists, and alone
+ * creates, resumes and forgets records. Below it, on the same struct
+ * reaper (reaper_int.h): ctable.c (the records by id), persist.c (the
+ * durable layer), audit.c (the containerd channel); they call back only
+ * through the callbacks given here.
  */
 #include "reaper.h"
 
@@ -742,8 +744,8 @@ decide_later(struct rec *c)
     c->meta_failures++;
     log_error(c->id, "out of memory deciding its policy; deciding later");
     rec_arm(c, &c->step, meta_retry,
-               backoff_delay_ms(c->meta_failures, 250, 10000,
-                                backoff_rand(&c->r->rnd)));
+            backoff_delay_ms(c->meta_failures, 250, 10000,
+                             backoff_rand(&c->r->rnd)));
 }
 
 static void meta_fetch(struct rec *c);
@@ -781,8 +783,8 @@ meta_done(enum docker_status st, const struct docker_container *cs, size_t n,
         c->meta_failures++;
         log_warn(c->id, "%s; retrying", msg);
         rec_arm(c, &c->step, meta_retry,
-                   backoff_delay_ms(c->meta_failures, 250, 10000,
-                                    backoff_rand(&c->r->rnd)));
+                backoff_delay_ms(c->meta_failures, 250, 10000,
+                                 backoff_rand(&c->r->rnd)));
         return;
     }
     for (i = 0; i < n; i++) {
@@ -1488,9 +1490,8 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->rl_slice_ev = evtimer_new(loop_base(l), on_relist_slice, r);
     r->rl_slice_ns = RELIST_SLICE_NS;
     if (ctable_init(&r->tab) != 0 || persist_init(r, &durable_cbs) != 0 ||
-        r->tombs == NULL || r->grant_ev == NULL ||
-        r->relist_timer == NULL || r->rl_free_ev == NULL ||
-        r->rl_slice_ev == NULL) {
+        r->tombs == NULL || r->grant_ev == NULL || r->relist_timer == NULL ||
+        r->rl_free_ev == NULL || r->rl_slice_ev == NULL) {
         reaper_free(r);
         return NULL;
     }

@@ -78,7 +78,7 @@ struct reaper_stats {
     uint64_t containerd_reconnects; /* containerd events re-subscriptions */
     uint64_t reports;
     /* Writes of reports to reports.jsonl and the store, each with its
-     * sync: the reports of a burst share them (outcome.h). */
+     * sync: the reports of a burst share them (persist.h). */
     uint64_t report_writes;
     uint64_t report_errors;
     uint64_t deletes_ok;
