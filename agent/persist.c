@@ -1731,7 +1731,13 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
             sv[i].container_id = v[i].c->id;
             sv[i].body = v[i].json;
             sv[i].len = v[i].len;
+            /* Its record ends with it: one commit for both. */
+            sv[i].forget = v[i].c->forget_due && v[i].c->persisted;
+            sv[i].forgotten = false;
         }
+        /* The events checkpoint rides with them when the transaction
+         * takes every pending change (store.h). */
+        put_events_checkpoint(r);
         /* One not in the journal: the store's own commit must be
          * synced. */
         store_set_journaled(r->store, journaled);
@@ -1747,6 +1753,8 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
             v[i].c->report_only_in_memory = !v[i].journaled;
             continue;
         }
+        if (r->store != NULL && sv[i].forgotten)
+            v[i].c->persisted = v[i].c->persisted_running = false;
         stored = true;
         made(r, &v[i]);
     }

@@ -438,6 +438,11 @@ apply(struct rec *c, const struct lc_result *res)
     else if (res->reason != NULL)
         log_debug(c->id, "%s: %s", lc_state_name(res->to), res->reason);
 
+    /* A report that ends the record: its record is deleted in the
+     * report's own transaction (persist.c), known before it is made. */
+    for (i = 0; i < res->nacts; i++)
+        if (res->acts[i].kind == ACT_FORGET)
+            c->forget_due = true;
     for (i = 0; i < res->nacts; i++) {
         const struct lc_act *a = &res->acts[i];
 

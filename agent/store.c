@@ -259,7 +259,10 @@ enum pend_kind { P_CONTAINER, P_CHECKPOINT };
 struct pend {
     char *key; /* NULL: a free slot */
     enum pend_kind kind;
-    bool del;   /* P_CONTAINER: delete the record */
+    bool del; /* P_CONTAINER: delete the record */
+    /* P_CONTAINER: its report's transaction deletes the record
+     * (store_add_reports, `forget`): not written by it. */
+    bool forgotten;
     char *json; /* P_CONTAINER put: the record */
     size_t len;
     int64_t value; /* P_CHECKPOINT: the value; P_CONTAINER: updated_ms */
@@ -1364,7 +1367,7 @@ write_some(struct store *st, const char *const *ids, size_t nids, size_t max,
         max = STORE_FLUSH_MAX;
     for (i = 0; i < nids; i++) {
         p = pend_slot(st->pend, st->pend_cap, P_CONTAINER, ids[i]);
-        if (p->key == NULL || picked(pk, p))
+        if (p->key == NULL || p->forgotten || picked(pk, p))
             continue;
         result = write_pick(st, pk, p);
         if (result != STORE_OK)
@@ -1373,7 +1376,8 @@ write_some(struct store *st, const char *const *ids, size_t nids, size_t max,
     nnamed = pk->n;
     for (i = 0; i < st->pend_cap && (pk->all || pk->n < max); i++) {
         p = &st->pend[i];
-        if (p->key == NULL || (!pk->all && p->kind != P_CONTAINER))
+        if (p->key == NULL || p->forgotten ||
+            (!pk->all && p->kind != P_CONTAINER))
             continue;
         if (nnamed > 0 && !pk->all) {
             size_t j;
@@ -1633,6 +1637,68 @@ insert_report(struct store *st, enum stmt_id ins,
  * after a burst of new containers made one report's commit 150 ms of a
  * loop turn; the rest go with the next flush.
  */
+/* The pending change of record `id`, or NULL. */
+static struct pend *
+pend_find(struct store *st, enum pend_kind kind, const char *id)
+{
+    struct pend *p;
+
+    if (st->pend_cap == 0)
+        return NULL;
+    p = pend_slot(st->pend, st->pend_cap, kind, id);
+    return p->key != NULL ? p : NULL;
+}
+
+/* Deletes the records of the reports stored with `forget`, in the
+ * transaction begun; their pending changes were left out of it. */
+static int
+forget_records(struct store *st, struct store_new_report *v, size_t n)
+{
+    sqlite3_stmt *s = st->stmt[S_CTR_DELETE];
+    size_t i;
+    int result = STORE_OK;
+
+    for (i = 0; result == STORE_OK && i < n; i++) {
+        if (!v[i].forget ||
+            (v[i].result != STORE_OK && v[i].result != STORE_DUPLICATE))
+            continue;
+        st->record_writes_tx++;
+        result = bind_text(st, s, 1, v[i].container_id,
+                           strlen(v[i].container_id), "forget record");
+        if (result != STORE_OK) {
+            done(s);
+            break;
+        }
+        result = run(st, S_CTR_DELETE, "forget record");
+        if (result == STORE_OK)
+            v[i].forgotten = true;
+    }
+    return result;
+}
+
+/* After the transaction: the forgotten records' pending changes go with
+ * them (committed), or are written as ever (not). */
+static void
+forgotten_done(struct store *st, struct store_new_report *v, size_t n,
+               bool committed)
+{
+    struct pend *p;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        if (!v[i].forget)
+            continue;
+        if (!committed)
+            v[i].forgotten = false;
+        p = pend_find(st, P_CONTAINER, v[i].container_id);
+        if (p == NULL)
+            continue;
+        p->forgotten = false;
+        if (committed && v[i].forgotten)
+            pend_remove(st, p);
+    }
+}
+
 static int
 add_reports(struct store *st, struct store_new_report *v, size_t n,
             int64_t now_ms, bool delivered)
@@ -1641,19 +1707,26 @@ add_reports(struct store *st, struct store_new_report *v, size_t n,
     enum stmt_id ins = delivered ? S_REPORT_INSERT_DELIVERED : S_REPORT_INSERT;
     struct pick pk = {.all = false, .n = 0};
     const char *ids[STORE_REPORTS_MAX];
-    size_t i, nids = 0, nstored = 0;
+    size_t i, nids = 0, nstored = 0, nforgot = 0;
     int result;
 
     if (n > STORE_REPORTS_MAX)
         return invalid(st, "add reports: too many at once");
     for (i = 0; i < n; i++) {
+        struct pend *p;
+
         v[i].result = STORE_OK;
+        v[i].forgotten = false;
         if (!store_valid_id(v[i].report_id, STORE_REPORT_ID_MAX) ||
             !store_valid_id(v[i].container_id, STORE_ID_MAX) ||
-            !valid_body(v[i].body, v[i].len, STORE_BODY_MAX))
+            !valid_body(v[i].body, v[i].len, STORE_BODY_MAX)) {
             v[i].result = invalid(st, what);
-        else
-            ids[nids++] = v[i].container_id;
+            continue;
+        }
+        ids[nids++] = v[i].container_id;
+        if (v[i].forget &&
+            (p = pend_find(st, P_CONTAINER, v[i].container_id)) != NULL)
+            p->forgotten = true;
     }
     if (nids == 0)
         return STORE_OK;
@@ -1677,11 +1750,17 @@ add_reports(struct store *st, struct store_new_report *v, size_t n,
             nstored++;
         }
     }
-    /* Nothing stored, nothing committed: the records wait for a flush. */
-    if (result == STORE_OK && nstored > 0)
+    if (result == STORE_OK)
+        result = forget_records(st, v, n);
+    for (i = 0; i < n; i++)
+        nforgot += v[i].forgotten;
+    /* Nothing stored or forgotten, nothing committed: the records wait
+     * for a flush. */
+    if (result == STORE_OK && nstored + nforgot > 0)
         result = commit(st, what);
-    if (result == STORE_OK && nstored > 0)
+    if (result == STORE_OK && nstored + nforgot > 0)
         written(st, &pk);
+    forgotten_done(st, v, n, result == STORE_OK && nstored + nforgot > 0);
     rollback(st); /* nothing to undo once committed */
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
     if (!st->journaled)

@@ -197,7 +197,12 @@ int store_add_delivered(struct store *st, const char *report_id,
 struct store_new_report {
     const char *report_id, *container_id, *body;
     size_t len;
-    int result; /* set: STORE_OK (stored), STORE_DUPLICATE or an error */
+    /* The container's record is deleted in the same transaction once the
+     * report is stored (or was already): its pending change goes with it.
+     * One commit for both, and never the record gone without its report. */
+    bool forget;
+    int result;     /* set: STORE_OK (stored), STORE_DUPLICATE or an error */
+    bool forgotten; /* set: its record was deleted and that committed */
 };
 
 /*

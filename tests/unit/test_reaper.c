@@ -1216,6 +1216,41 @@ t_deletes_of_a_turn_share_a_commit(void **state)
     h_free(h);
 }
 
+/* One exit, alone: its record's end goes in its report's transaction,
+ * and the record's last state, pending then, is never written. Two record
+ * writes (the DELETE's, the end) and three commits: the DELETE's, the
+ * report's, and the reports.jsonl checkpoint's lazy one, which under a
+ * stream of exits rides with the next exit's commit. */
+static void
+t_exit_record_forgotten_with_report(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct store_containers all = {0};
+    uint64_t c0, w0;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "alone", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(h->l, all_written(st, 1), 5000);
+    tu_run_for(h->l, 1500); /* nothing lazy left */
+    c0 = store_commits(st);
+    w0 = store_record_writes(st);
+    fake_engine_exit(h->fe, A, 3, 3);
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    /* Gone with the report, not after it. */
+    assert_int_equal(store_get_containers(st, &all), STORE_OK);
+    assert_int_equal(all.n, 0);
+    tu_run_for(h->l, 1500);
+    assert_true(all_written(st, 0));
+    print_message("one exit: %llu commits, %llu record writes\n",
+                  (unsigned long long)(store_commits(st) - c0),
+                  (unsigned long long)(store_record_writes(st) - w0));
+    assert_true(store_commits(st) - c0 <= 3);
+    assert_int_equal(store_record_writes(st) - w0, 2);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* The fake engine's FinishedAt, in wall milliseconds. */
 static int64_t
 fake_finished_at(void)
@@ -2590,6 +2625,7 @@ main(void)
         cmocka_unit_test(t_records_written_in_slices),
         cmocka_unit_test(t_reports_of_a_turn_share_writes),
         cmocka_unit_test(t_deletes_of_a_turn_share_a_commit),
+        cmocka_unit_test(t_exit_record_forgotten_with_report),
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_lazy_commit),
         cmocka_unit_test(t_no_empty_flush),

@@ -1653,6 +1653,126 @@ t_add_reports(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+/* A report with `forget` deletes its container's record in its own
+ * transaction: one commit for both, the record's pending change gone
+ * with it (never written), a duplicate's record too; an invalid one's
+ * record stays, and a refused transaction leaves the record and its
+ * pending change as they were. */
+static int
+ctr_rows(struct fx *f, const char *id)
+{
+    char sql[256];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM containers WHERE id = '%s'", id);
+    return raw_int(f->dir, sql);
+}
+
+static void
+t_add_reports_forget(void **state)
+{
+    struct fx *f = *state;
+    struct store_new_report v[3];
+    char ids[3][STORE_REPORT_ID_MAX + 1], ctrs[3][STORE_ID_MAX + 1];
+    char ctr[STORE_ID_MAX + 1];
+    struct store_counts c;
+    uint64_t commits, w0;
+    unsigned i;
+
+    memset(v, 0, sizeof(v));
+    for (i = 0; i < 3; i++) {
+        tu_report_id(ids[i], 10 + i);
+        tu_container_id(ctrs[i], 10 + i);
+        assert_int_equal(store_put_container(f->st, ctrs[i], "{}", 2, 1),
+                         STORE_OK);
+        v[i].report_id = ids[i];
+        v[i].container_id = ctrs[i];
+        v[i].body = "{\"r\":1}";
+        v[i].len = 7;
+        v[i].forget = true;
+    }
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    /* Others waiting, more than a transaction takes: it writes the named
+     * records and a slice, and the rest stay pending. */
+    for (i = 0; i < 300; i++) {
+        tu_container_id(ctr, 1000 + i);
+        assert_int_equal(store_put_container(f->st, ctr, "{}", 2, 1),
+                         STORE_OK);
+    }
+    /* Changed since: pending, and the transaction must not write it. */
+    for (i = 0; i < 3; i++)
+        assert_int_equal(
+            store_put_container(f->st, ctrs[i], "{\"s\":9}", 7, 2), STORE_OK);
+    v[2].report_id = "not an id"; /* invalid: its record stays */
+    commits = store_commits(f->st);
+    w0 = store_record_writes(f->st);
+    assert_int_equal(store_add_reports(f->st, v, 3, 20, false), STORE_OK);
+    assert_int_equal(store_commits(f->st), commits + 1);
+    assert_int_equal(v[0].result, STORE_OK);
+    assert_true(v[0].forgotten);
+    assert_int_equal(v[1].result, STORE_OK);
+    assert_true(v[1].forgotten);
+    assert_true(v[2].result < 0);
+    assert_false(v[2].forgotten);
+    assert_int_equal(ctr_rows(f, ctrs[0]), 0);
+    assert_int_equal(ctr_rows(f, ctrs[1]), 0);
+    /* The two deletes, the invalid one's record (a named one) and a
+     * slice of the others; what stays pending is none of the two. */
+    assert_true(store_record_writes(f->st) >= w0 + 3);
+    assert_true(store_pending(f->st) > 0);
+    assert_int_equal(ctr_rows(f, ctrs[2]), 1);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(ctr_rows(f, ctrs[0]), 0);
+    assert_int_equal(ctr_rows(f, ctrs[1]), 0);
+
+    /* A duplicate: nothing stored, its record forgotten all the same, in
+     * a commit of its own. */
+    assert_int_equal(store_put_container(f->st, ctrs[0], "{}", 2, 3),
+                     STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(ctr_rows(f, ctrs[0]), 1);
+    commits = store_commits(f->st);
+    assert_int_equal(store_add_reports(f->st, v, 1, 30, false), STORE_OK);
+    assert_int_equal(v[0].result, STORE_DUPLICATE);
+    assert_true(v[0].forgotten);
+    assert_int_equal(store_commits(f->st), commits + 1);
+    assert_int_equal(ctr_rows(f, ctrs[0]), 0);
+    /* Without `forget`, a duplicate commits nothing. */
+    assert_int_equal(store_put_container(f->st, ctrs[0], "{}", 2, 4),
+                     STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    v[0].forget = false;
+    commits = store_commits(f->st);
+    assert_int_equal(store_add_reports(f->st, v, 1, 40, false), STORE_OK);
+    assert_false(v[0].forgotten);
+    assert_int_equal(store_commits(f->st), commits);
+    assert_int_equal(ctr_rows(f, ctrs[0]), 1);
+
+    /* Refused: the record and its pending change stay, written later. */
+    tu_report_id(ids[0], 20);
+    v[0].forget = true;
+    assert_int_equal(store_put_container(f->st, ctrs[0], "{\"s\":5}", 7, 5),
+                     STORE_OK);
+    assert_int_equal(
+        sqlite3_exec(store_sqlite(f->st),
+                     "CREATE TRIGGER refuse BEFORE DELETE ON containers"
+                     " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    assert_true(store_add_reports(f->st, v, 1, 50, false) < 0);
+    assert_false(v[0].forgotten);
+    assert_int_equal(sqlite3_exec(store_sqlite(f->st), "DROP TRIGGER refuse",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    assert_int_equal(store_pending(f->st), 1);
+    assert_int_equal(store_counts(f->st, &c), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(raw_int(f->dir, "SELECT count(*) FROM containers WHERE "
+                                     "record = '{\"s\":5}'"),
+                     1);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 /* The hook runs once per report made durable, never for a duplicate or
  * a failed add. */
 static void
@@ -2861,6 +2981,7 @@ main(void)
         T(t_flush_some),
         T(t_report_carries_some),
         T(t_add_reports),
+        T(t_add_reports_forget),
         T(t_pending_bounds),
         T(t_full_size_limit),
         cmocka_unit_test(t_write_errors),
