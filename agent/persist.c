@@ -992,19 +992,25 @@ resumable(enum lc_state s)
     }
 }
 
-/* After every step of a managed record: what a restart must not forget.
- * Every record past an exit, or reported and kept; one whose containerd
- * TaskExit is in while the engine has not yet said it exited (its die
- * comes after its own task deletion, which can take more than 30 s):
- * containerd does not replay events, and that TaskExit may be the only
- * true code the node will ever have. And a container that runs, once: a
- * relist would find it again, but not if it exits and is removed (`--rm`)
- * while reapd is down and the engine's events are lost with an engine
- * restart (or pushed out of its 256-event buffer); the record turns that
- * silence into a report whose code is unknown. Only one write per run:
- * nothing in a running record changes. */
-void
-persist_rec(struct rec *c)
+/*
+ * After every step of a managed record: what a restart must not forget
+ * (docs/state.md, "Which facts must be on disk"). Every record past an
+ * exit, or reported and kept; one whose containerd TaskExit is in while
+ * the engine has not yet said it exited (its die comes after its own task
+ * deletion, which can take more than 30 s): containerd does not replay
+ * events, and that TaskExit may be the only true code the node will ever
+ * have. And a container that runs, once: a relist would find it again,
+ * but not if it exits and is removed (`--rm`) while reapd is down and the
+ * engine's events are lost with an engine restart (or pushed out of its
+ * 256-event buffer); the record turns that silence into a report whose
+ * code is unknown. A step that changes no fact, only the state, is not
+ * written when the state is one a restart resumes by asking the engine
+ * again: resumed from the state on disk, the record comes to the same
+ * place (a DELETE sent again is answered 404). `must`: written whatever
+ * changed (a DELETE's record: only it says the removal is reapd's).
+ */
+static void
+rec_write(struct rec *c, bool must)
 {
     struct reaper *r = c->r;
     struct record_meta m;
@@ -1045,15 +1051,17 @@ persist_rec(struct rec *c)
     }
     if (running && c->persisted_running)
         return;
+    facts = facts_of(c);
+    if (!must && c->persisted && !running && facts == c->facts &&
+        resumable(c->lc.state))
+        return;
     fill_meta(c, &m);
     json = record_to_json(&c->lc, &m, &len);
     if (json == NULL) {
         log_error(c->id, "out of memory saving its record");
         return;
     }
-    facts = facts_of(c);
-    lazy =
-        c->persisted ? facts == c->facts && resumable(c->lc.state) : running;
+    lazy = running && (!c->persisted || facts == c->facts);
     rc = store_put_container(r->store, c->id, json, len, report_now_ms());
     persist_result(r, rc, "saving container records");
     free(json);
@@ -1066,6 +1074,12 @@ persist_rec(struct rec *c)
         persist_flush_lazy(r);
     else
         persist_flush_soon(r);
+}
+
+void
+persist_rec(struct rec *c)
+{
+    rec_write(c, false);
 }
 
 /* The DELETEs queued: their records in one commit per
@@ -1158,7 +1172,7 @@ persist_before_delete(struct rec *c)
 
     if (r->store == NULL)
         return PERSIST_NOW;
-    persist_rec(c);
+    rec_write(c, true);
     /* The step's own persist, after its actions, would write the same. */
     c->persist_done = true;
     /* Out of memory for the queue: written now, as the first. */
