@@ -1653,6 +1653,21 @@ t_add_reports(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+/* While on, the database refuses to delete a container record (a write
+ * that fails inside a transaction). */
+static void
+refuse_deletes(struct fx *f, bool on)
+{
+    assert_int_equal(
+        sqlite3_exec(store_sqlite(f->st),
+                     on ? "CREATE TRIGGER refuse BEFORE DELETE ON containers"
+                          " BEGIN SELECT RAISE(ABORT, 'refused by the test');"
+                          " END;"
+                        : "DROP TRIGGER refuse",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+}
+
 /* A report with `forget` deletes its container's record in its own
  * transaction: one commit for both, the record's pending change gone
  * with it (never written), a duplicate's record too; an invalid one's
@@ -1753,17 +1768,10 @@ t_add_reports_forget(void **state)
     v[0].forget = true;
     assert_int_equal(store_put_container(f->st, ctrs[0], "{\"s\":5}", 7, 5),
                      STORE_OK);
-    assert_int_equal(
-        sqlite3_exec(store_sqlite(f->st),
-                     "CREATE TRIGGER refuse BEFORE DELETE ON containers"
-                     " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
-                     NULL, NULL, NULL),
-        SQLITE_OK);
+    refuse_deletes(f, true);
     assert_true(store_add_reports(f->st, v, 1, 50, false) < 0);
     assert_false(v[0].forgotten);
-    assert_int_equal(sqlite3_exec(store_sqlite(f->st), "DROP TRIGGER refuse",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    refuse_deletes(f, false);
     assert_int_equal(store_pending(f->st), 1);
     assert_int_equal(store_counts(f->st, &c), STORE_OK);
     assert_int_equal(store_flush(f->st), STORE_OK);
@@ -2919,18 +2927,11 @@ t_record_writes_counted(void **state)
     assert_int_equal(store_record_writes(f->st), w0 + 2);
 
     /* Refused: nothing counted, the change still pending. */
-    assert_int_equal(
-        sqlite3_exec(store_sqlite(f->st),
-                     "CREATE TRIGGER refuse BEFORE DELETE ON containers"
-                     " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
-                     NULL, NULL, NULL),
-        SQLITE_OK);
+    refuse_deletes(f, true);
     assert_int_equal(store_delete_container(f->st, a), STORE_OK);
     assert_true(store_flush(f->st) < 0);
     assert_int_equal(store_record_writes(f->st), w0 + 2);
-    assert_int_equal(sqlite3_exec(store_sqlite(f->st), "DROP TRIGGER refuse",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    refuse_deletes(f, false);
     assert_int_equal(store_flush(f->st), STORE_OK);
     assert_int_equal(store_record_writes(f->st), w0 + 3);
     /* Nothing pending: no write. */
