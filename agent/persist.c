@@ -56,41 +56,30 @@ struct unsaved {
 #define PRUNE_INTERVAL_S 600
 
 /*
- * Group commit: the steps of the records (and the checkpoints) changed in
- * this window go in one transaction. Each engine answer or event is its
- * own loop turn, so a flush per turn was one transaction per step: 8.5
- * per exit, most of reapd's disk writes (docs/performance.md). Nothing
- * outside reapd learns of a step before it is on disk: a DELETE flushes
- * first (persist_before_delete), a report is stored in its own
- * transaction with whatever waits. A kill -9 inside the window loses the
- * last steps, as a kill just before them would: the restart redoes them,
- * from the engine's replay. What nobody replays is written at once
- * (persist_flush_now: containerd's TaskExit).
+ * Group commit: the records (and checkpoints) changed in this window go
+ * in one transaction; each engine answer is a loop turn of its own, and a
+ * flush per turn was a transaction per step. Nothing outside reapd learns
+ * of a step before it is on disk: a DELETE flushes first, a report is
+ * stored in its own transaction with whatever waits. A kill -9 inside the
+ * window loses only what the engine's replay gives again; what nobody
+ * replays is written at once (persist_flush_now: containerd's TaskExit).
  */
 #define GROUP_COMMIT_MS 20
 
 /*
- * What a restart redoes by asking the engine again waits longer: a
- * container's first record (a relist or the engine's replay finds it
- * again), the steps of a cleanup that change none of its facts (the
- * restart sends the DELETE again, polls again: facts_of), the events and
- * journal checkpoints (a lagging one only replays more), a reported
- * record's deletion (a restart finds its report stored and does not make
- * it again). They ride with the next transaction something else needs
- * sooner: at an exit's pace that is its DELETE's or its report's, and
- * the commits per exit on the real engine went from 6.3-6.4 to 5.2.
+ * What a restart learns again waits longer, to ride with the next
+ * transaction something else needs sooner (at an exit's pace, its
+ * DELETE's or its report's): a container's first record (a relist or the
+ * replay finds it again), the events and journal checkpoints (a lagging
+ * one only replays more), a record's deletion that no report carried.
  */
 #define LAZY_COMMIT_MS 1000
 
 /*
  * The WAL is copied into the database once it holds this many pages, on
- * agent/bio.c's thread (store_on_wal). SQLite's automatic checkpoint did
- * it inside whichever commit crossed its bound (4,000 pages: 37-69 ms of
- * a relist's loop turn, and a report's latency when the commit was a
- * report's). Off the loop its length matters less; meanwhile group
- * commits wait and a store call that cannot waits for it, so a copy
- * stays short: about its distinct pages and two syncs, a few
- * milliseconds at 256 (docs/performance.md).
+ * agent/bio.c's thread (store_on_wal), not inside whichever commit
+ * crossed SQLite's own bound. Meanwhile commits wait, so a copy is kept
+ * short: its distinct pages and two syncs, a few milliseconds.
  */
 #define CHECKPOINT_PAGES 256
 
@@ -235,9 +224,7 @@ nothing_waits(const struct reaper *r)
 /*
  * A commit that left nothing waiting (a DELETE's record, the reports of a
  * turn, each with what else waited): the group commit's timer, still
- * armed for what it carried, would wake the loop for an empty flush. On
- * the real engine that was 0.85 of an exit's 14 wakeups
- * (docs/performance.md).
+ * armed for what it carried, would wake the loop for an empty flush.
  */
 static void
 flush_settled(struct reaper *r)
@@ -1398,31 +1385,25 @@ static void commit_some(struct reaper *r, struct queued *v, size_t n);
 
 /*
  * Reports queued in a turn are written once this many wait, or at the
- * turn's end. A 3,000-exit burst makes 30-40 per turn: written at the
- * turn's end, each waited for the rest of it (added latency p99 10-131
- * ms against 1.4-3.8 written one by one); eight at a time, 4.0-4.9 ms,
- * and most of the saving (CPU per exit 496 us against 623 one by one and
- * 427 at the turn's end; docs/performance.md).
+ * turn's end: a burst's reports share a write and a sync without each
+ * waiting for a whole turn of 30-40 exits.
  */
 #define REPORT_BATCH 8
 
 /*
  * While the WAL's copy runs, a burst's reports are journaled once
- * REPORT_BATCH wait, or once the first has waited this long. Each turn's
- * end was too often: the loop's syncs then met the copy's on the same
- * disk, a 3,000-exit burst settled a third slower, at a fifth more CPU
- * per exit (docs/performance.md); at the copy's end was too late (25-50
- * ms). A turn of a sustained pace journals its reports at its end
- * (on_commit).
+ * REPORT_BATCH wait, or once the first has waited this long: at each
+ * turn's end the loop's syncs would meet the copy's on the same disk, at
+ * the copy's end they would wait 25-50 ms. A turn of a sustained pace
+ * journals its reports at its end (on_commit).
  */
 #define JOURNAL_WAIT_MS 5
 
 /*
  * The first reports of a loop turn are written at once, as they would be
- * alone: at a sustained pace (200 exits/s) a third of the reports share
- * their turn with one other, and queued, the second waited for the rest
- * of the turn (added latency p99 8.3-9.5 ms against 5.8-9.3 written one
- * by one, in the smoke run of the bench); three in a turn is a burst.
+ * alone: at a sustained pace a report often shares its turn with one
+ * other, which should not wait for the rest of the turn; three in a turn
+ * is a burst.
  */
 #define REPORTS_AT_ONCE 2
 
@@ -1865,13 +1846,10 @@ persist_commit_reports(struct reaper *r)
 
 /*
  * The end of a turn that made reports. During the WAL's copy, the copy's
- * end commits them (persist.c, checkpoint_done); a turn of a sustained
- * pace (REPORTS_AT_ONCE or fewer) journals its own now, together. At 200
- * exits/s the copy runs during about one report in fifty, and each of
- * those waited JOURNAL_WAIT_MS for company that did not come: that wait
- * was the added latency's p99 (8.1-9.7 ms against 4.9-8.1;
- * docs/performance.md). A burst's turn leaves them to REPORT_BATCH and
- * the timer (on_journal).
+ * end commits them (checkpoint_done); a turn of a sustained pace
+ * (REPORTS_AT_ONCE or fewer) journals its own now, together, rather than
+ * wait JOURNAL_WAIT_MS for company that does not come. A burst's turn
+ * leaves them to REPORT_BATCH and the timer (on_journal).
  */
 static void
 on_commit(evutil_socket_t fd, short what, void *arg)
