@@ -98,6 +98,7 @@ static void flush_delq(struct reaper *r);
 static int reports_init(struct reaper *r);
 static void reports_cleanup(struct reaper *r);
 static bool reports_unstored(const struct reaper *r);
+static bool journal_movable(const struct reaper *r);
 
 int
 persist_init(struct reaper *r, const struct persist_cbs *up)
@@ -106,6 +107,7 @@ persist_init(struct reaper *r, const struct persist_cbs *up)
     struct event_base *base = loop_base(r->l);
 
     ps->cb = up;
+    ps->journal_saved = -1;
     if (reports_init(r) != 0)
         return -1;
     ps->flush_ev = evtimer_new(base, on_flush, r);
@@ -642,6 +644,16 @@ persist_journal_append_many(struct reaper *r, const struct report_line *v,
  * loop: two synced commits, a few renames and one fsync of the directory,
  * once per max_bytes of reports.
  */
+static bool
+rotation_due(const struct reaper *r)
+{
+    const struct config *cfg = r->cfg;
+
+    return cfg->reports_log_max_bytes > 0 &&
+           report_log_end(r->rl) >= cfg->reports_log_max_bytes &&
+           loop_now_ms() >= r->ps.rotate_again_ms;
+}
+
 static void
 rotate_journal(struct reaper *r)
 {
@@ -650,8 +662,7 @@ rotate_journal(struct reaper *r)
     unsigned keep = (unsigned)cfg->reports_log_keep;
     int rc;
 
-    if (cfg->reports_log_max_bytes <= 0 || end < cfg->reports_log_max_bytes ||
-        loop_now_ms() < r->ps.rotate_again_ms)
+    if (!rotation_due(r))
         return;
     rc = store_flush_synced(r->store);
     persist_result(r, rc, "saving the state before rotating reports.jsonl");
@@ -674,6 +685,7 @@ rotate_journal(struct reaper *r)
     r->ps.rotate_failing = false;
     r->ps.rotations++;
     r->ps.journal_behind = true;
+    r->ps.journal_saved = -1;
     log_info(NULL, "%s rotated at %lld bytes (reports_log.keep %u)",
              report_log_path(r->rl), (long long)end, keep);
     journal_catch_up(r);
@@ -683,6 +695,16 @@ rotate_journal(struct reaper *r)
  * waiting in memory for a full disk to free up): move the journal
  * checkpoint (batched with the next flush; a checkpoint that lags only
  * makes the replay meet duplicates), and rotate a file grown too big. */
+/* Whether reports.jsonl's checkpoint may move to the file's end once the
+ * reports being stored are: none waits in memory or journaled and not
+ * stored, and the checkpoint is not behind a rotation. */
+static bool
+journal_movable(const struct reaper *r)
+{
+    return r->rl != NULL && r->store != NULL && r->ps.nunsaved == 0 &&
+           !reports_unstored(r) && !r->ps.journal_behind;
+}
+
 void
 persist_journal_stored(struct reaper *r)
 {
@@ -691,10 +713,15 @@ persist_journal_stored(struct reaper *r)
         return;
     if (!journal_catch_up(r))
         return;
-    persist_result(
-        r, store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl)),
-        "saving the reports.jsonl checkpoint");
-    persist_flush_lazy(r);
+    /* Unless the reports' own transaction wrote it already; a rotation
+     * wants it in its synced commit all the same (rotate_journal, 1). */
+    if (report_log_end(r->rl) != r->ps.journal_saved || rotation_due(r)) {
+        persist_result(
+            r,
+            store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl)),
+            "saving the reports.jsonl checkpoint");
+        persist_flush_lazy(r);
+    }
     rotate_journal(r);
 }
 
@@ -753,6 +780,7 @@ recover_journal(struct reaper *r)
         /* Its lines, if any, are taken as stored; the checkpoint comes
          * back within the file before anything is appended. */
         r->ps.journal_behind = true;
+        r->ps.journal_saved = -1;
     }
     if (report_log_replay(r->rl, from, on_journal_line, &rp, &end) != 0) {
         log_error(NULL, "cannot read %s: %m", report_log_path(r->rl));
@@ -1730,15 +1758,19 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
             sv[i].forget = v[i].c->forget_due && v[i].c->persisted;
             sv[i].forgotten = false;
         }
-        /* The events checkpoint rides with them when the transaction
-         * takes every pending change (store.h). */
-        put_events_checkpoint(r);
+        /* reports.jsonl's checkpoint, true once they are stored, goes
+         * in their transaction (no commit of its own after it). */
+        if (journal_movable(r))
+            store_set_reports_checkpoint(r->store, JOURNAL_KEY,
+                                         report_log_end(r->rl));
         /* One not in the journal: the store's own commit must be
          * synced. */
         store_set_journaled(r->store, journaled);
         if (persist_store_reports(r, sv, n) != 0)
             for (i = 0; i < n; i++)
                 sv[i].result = STORE_ERROR;
+        else if (store_reports_checkpoint_written(r->store))
+            r->ps.journal_saved = report_log_end(r->rl);
         store_set_journaled(r->store, r->rl != NULL);
     }
     for (i = 0; i < n; i++) {

@@ -92,6 +92,9 @@ struct persist {
      * rotated, or found shorter at a start) until a synced commit says
      * otherwise; no line is appended meanwhile (persist.c). */
     bool journal_behind;
+    /* The reports.jsonl checkpoint a report transaction last wrote (-1:
+     * none since the last rotation). */
+    int64_t journal_saved;
     uint64_t rotations;
     bool rotate_failing;      /* the last rotation failed; said once */
     uint64_t rotate_again_ms; /* loop time of the next try after one */

@@ -277,6 +277,11 @@ struct store {
     int64_t page_size;
     int64_t default_max_pages;
     uint64_t commits; /* write transactions committed */
+    /* A checkpoint the next store_add_reports writes in its transaction
+     * (store_set_reports_checkpoint); key NULL: none. */
+    const char *rckpt_key;
+    int64_t rckpt_value;
+    bool rckpt_written; /* the last store_add_reports wrote it */
     /* Container records put or deleted by committed transactions, and
      * by the one open. */
     uint64_t record_writes, record_writes_tx;
@@ -1676,6 +1681,39 @@ forget_records(struct store *st, struct store_new_report *v, size_t n)
     return result;
 }
 
+/* The checkpoint set by store_set_reports_checkpoint, in the
+ * transaction begun, when every report of it was stored (or was already);
+ * a pending older value of it is left out of later flushes. */
+static int
+reports_checkpoint(struct store *st, const struct store_new_report *v,
+                   size_t n)
+{
+    sqlite3_stmt *s = st->stmt[S_CKPT_SET];
+    struct pend *p;
+    size_t i;
+    int result;
+
+    if (st->rckpt_key == NULL)
+        return STORE_OK;
+    for (i = 0; i < n; i++)
+        if (v[i].result != STORE_OK && v[i].result != STORE_DUPLICATE)
+            return STORE_OK;
+    result = bind_text(st, s, 1, st->rckpt_key, strlen(st->rckpt_key),
+                       "reports checkpoint");
+    if (result == STORE_OK)
+        result = bind_int(st, s, 2, st->rckpt_value, "reports checkpoint");
+    if (result != STORE_OK) {
+        done(s);
+        return result;
+    }
+    result = run(st, S_CKPT_SET, "reports checkpoint");
+    st->rckpt_written = result == STORE_OK;
+    p = pend_find(st, P_CHECKPOINT, st->rckpt_key);
+    if (result == STORE_OK && p != NULL && p->value <= st->rckpt_value)
+        p->forgotten = true; /* dropped once this commits */
+    return result;
+}
+
 /* After the transaction: the forgotten records' pending changes go with
  * them (committed), or are written as ever (not). */
 static void
@@ -1684,6 +1722,14 @@ forgotten_done(struct store *st, struct store_new_report *v, size_t n,
 {
     struct pend *p;
     size_t i;
+
+    if (st->rckpt_key != NULL &&
+        (p = pend_find(st, P_CHECKPOINT, st->rckpt_key)) != NULL &&
+        p->forgotten) {
+        p->forgotten = false;
+        if (committed)
+            pend_remove(st, p);
+    }
 
     for (i = 0; i < n; i++) {
         if (!v[i].forget)
@@ -1710,6 +1756,7 @@ add_reports(struct store *st, struct store_new_report *v, size_t n,
     size_t i, nids = 0, nstored = 0, nforgot = 0;
     int result;
 
+    st->rckpt_written = false;
     if (n > STORE_REPORTS_MAX)
         return invalid(st, "add reports: too many at once");
     for (i = 0; i < n; i++) {
@@ -1752,6 +1799,8 @@ add_reports(struct store *st, struct store_new_report *v, size_t n,
     }
     if (result == STORE_OK)
         result = forget_records(st, v, n);
+    if (result == STORE_OK && nstored > 0)
+        result = reports_checkpoint(st, v, n);
     for (i = 0; i < n; i++)
         nforgot += v[i].forgotten;
     /* Nothing stored or forgotten, nothing committed: the records wait
@@ -1761,6 +1810,8 @@ add_reports(struct store *st, struct store_new_report *v, size_t n,
     if (result == STORE_OK && nstored + nforgot > 0)
         written(st, &pk);
     forgotten_done(st, v, n, result == STORE_OK && nstored + nforgot > 0);
+    if (result != STORE_OK)
+        st->rckpt_written = false;
     rollback(st); /* nothing to undo once committed */
     /* Back to cheap commits; if that fails, FULL stays: slower, safe. */
     if (!st->journaled)
@@ -1774,11 +1825,27 @@ add_reports(struct store *st, struct store_new_report *v, size_t n,
     return STORE_OK;
 }
 
+void
+store_set_reports_checkpoint(struct store *st, const char *key, int64_t value)
+{
+    st->rckpt_key = key;
+    st->rckpt_value = value;
+}
+
+bool
+store_reports_checkpoint_written(const struct store *st)
+{
+    return st->rckpt_written;
+}
+
 int
 store_add_reports(struct store *st, struct store_new_report *v, size_t n,
                   int64_t now_ms, bool delivered)
 {
-    return add_reports(st, v, n, now_ms, delivered);
+    int result = add_reports(st, v, n, now_ms, delivered);
+
+    st->rckpt_key = NULL; /* for this call only, whatever became of it */
+    return result;
 }
 
 static int
@@ -1791,6 +1858,7 @@ add_report(struct store *st, const char *report_id, const char *container_id,
                                  .len = len};
     int result = add_reports(st, &v, 1, now_ms, delivered);
 
+    st->rckpt_key = NULL;
     return result != STORE_OK ? result : v.result;
 }
 

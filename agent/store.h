@@ -217,6 +217,16 @@ struct store_new_report {
 int store_add_reports(struct store *st, struct store_new_report *v, size_t n,
                       int64_t now_ms, bool delivered);
 
+/* The next store_add_reports (only it) also sets checkpoint `key` (static
+ * text, borrowed) to `value` in its transaction, when every report of it
+ * is stored or was already: a value that is true only once they are (the
+ * end of the journal they were appended to) is on disk with them, and no
+ * commit of its own follows. A pending older value of it is dropped. */
+void store_set_reports_checkpoint(struct store *st, const char *key,
+                                  int64_t value);
+/* Whether the last store_add_reports wrote that checkpoint (committed). */
+bool store_reports_checkpoint_written(const struct store *st);
+
 /* Reports are journaled by the caller (see the top of this file): their
  * commits skip the fsync. Off by default. */
 void store_set_journaled(struct store *st, bool on);

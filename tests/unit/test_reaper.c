@@ -1216,11 +1216,10 @@ t_deletes_of_a_turn_share_a_commit(void **state)
     h_free(h);
 }
 
-/* One exit, alone: its record's end goes in its report's transaction,
- * and the record's last state, pending then, is never written. Two record
- * writes (the DELETE's, the end) and three commits: the DELETE's, the
- * report's, and the reports.jsonl checkpoint's lazy one, which under a
- * stream of exits rides with the next exit's commit. */
+/* One exit, alone: its record's end and the reports.jsonl checkpoint go
+ * in its report's transaction, and the record's last state, pending then,
+ * is never written. Two record writes (the DELETE's, the end) in two
+ * commits (the DELETE's, the report's), and no lazy one after. */
 static void
 t_exit_record_forgotten_with_report(void **state)
 {
@@ -1245,7 +1244,7 @@ t_exit_record_forgotten_with_report(void **state)
     print_message("one exit: %llu commits, %llu record writes\n",
                   (unsigned long long)(store_commits(st) - c0),
                   (unsigned long long)(store_record_writes(st) - w0));
-    assert_true(store_commits(st) - c0 <= 3);
+    assert_true(store_commits(st) - c0 <= 2);
     assert_int_equal(store_record_writes(st) - w0, 2);
     h_drop_store(h, st);
     h_free(h);
@@ -1984,6 +1983,55 @@ line_offset(const char *dir, const char *cid)
     return found;
 }
 
+/* A report that waits in memory (its store refused it) holds the
+ * reports.jsonl checkpoint before its line: a later report's transaction,
+ * which otherwise carries the checkpoint to the file's end, does not move
+ * it past that line; once the store takes the report, the checkpoint
+ * reaches the end. */
+static void
+t_journal_checkpoint_held_by_unsaved(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct reaper_stats rs;
+    char sql[256];
+    int64_t mark = -1;
+    long at;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "refused", MANAGED, NULL, 1);
+    fake_engine_add(h->fe, B, "stored", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(h->l, all_written(st, 2), 5000);
+    snprintf(sql, sizeof(sql),
+             "CREATE TRIGGER refuse BEFORE INSERT ON reports"
+             " WHEN NEW.container_id = '%s'"
+             " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;",
+             A);
+    assert_int_equal(sqlite3_exec(store_sqlite(st), sql, NULL, NULL, NULL),
+                     SQLITE_OK);
+    fake_engine_exit(h->fe, A, 3, 3);
+    TU_RUN_UNTIL(h->l, (reaper_stats(h->r, &rs), rs.reports_unsaved == 1),
+                 5000);
+    fake_engine_exit(h->fe, B, 4, 4);
+    TU_RUN_UNTIL(h->l, has_report_in_store(st, B), 5000);
+    tu_run_for(h->l, 1500); /* lazy commits */
+    at = line_offset(h->dir, A);
+    assert_true(at >= 0);
+    assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
+                     STORE_OK);
+    assert_true(mark <= at);
+    assert_int_equal(sqlite3_exec(store_sqlite(st), "DROP TRIGGER refuse",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    TU_RUN_UNTIL(h->l, has_report_in_store(st, A), 5000);
+    tu_run_for(h->l, 1500);
+    assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
+                     STORE_OK);
+    assert_int_equal(mark, report_log_end(h->rl));
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* Reports journaled during the WAL's copy are stored at its end, 64 to a
  * transaction. The journal's checkpoint must not move past a line the
  * store does not hold: here the store refuses every report past the
@@ -2634,6 +2682,7 @@ main(void)
         cmocka_unit_test(t_burst_reports_wait_for_company),
         cmocka_unit_test(t_burst_remainder_journaled_after_the_wait),
         cmocka_unit_test(t_journal_checkpoint_waits_for_the_copy),
+        cmocka_unit_test(t_journal_checkpoint_held_by_unsaved),
         cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_die_after_outage_keeps_flag),
         cmocka_unit_test(t_outage_committed_at_once),

@@ -1781,6 +1781,78 @@ t_add_reports_forget(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+/* store_set_reports_checkpoint: the checkpoint goes in the next
+ * store_add_reports' transaction, only when every report of it is stored
+ * (or was already), and a pending older value of it goes with it; the
+ * next call without it writes none. */
+static void
+t_reports_checkpoint(void **state)
+{
+    struct fx *f = *state;
+    struct store_new_report v[2];
+    char ids[4][STORE_REPORT_ID_MAX + 1], ctr[STORE_ID_MAX + 1];
+    uint64_t commits;
+    int64_t got = 0;
+    unsigned i;
+
+    for (i = 0; i < 4; i++)
+        tu_report_id(ids[i], 40 + i);
+    tu_container_id(ctr, 40);
+    memset(v, 0, sizeof(v));
+    for (i = 0; i < 2; i++) {
+        v[i].report_id = ids[i];
+        v[i].container_id = ctr;
+        v[i].body = "{}";
+        v[i].len = 2;
+    }
+    /* An older value waits to be flushed: it goes with the new one. */
+    assert_int_equal(store_set_checkpoint(f->st, "j", 10), STORE_OK);
+    assert_int_equal(store_pending(f->st), 1);
+    commits = store_commits(f->st);
+    store_set_reports_checkpoint(f->st, "j", 100);
+    assert_int_equal(store_add_reports(f->st, v, 2, 1, false), STORE_OK);
+    assert_true(store_reports_checkpoint_written(f->st));
+    assert_int_equal(store_commits(f->st), commits + 1);
+    assert_int_equal(store_get_checkpoint(f->st, "j", &got), STORE_OK);
+    assert_int_equal(got, 100);
+    assert_int_equal(store_pending(f->st), 0);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_get_checkpoint(f->st, "j", &got), STORE_OK);
+    assert_int_equal(got, 100);
+
+    /* The next call, without it: no checkpoint. */
+    v[0].report_id = ids[2];
+    assert_int_equal(store_add_reports(f->st, v, 1, 2, false), STORE_OK);
+    assert_false(store_reports_checkpoint_written(f->st));
+    assert_int_equal(store_get_checkpoint(f->st, "j", &got), STORE_OK);
+    assert_int_equal(got, 100);
+
+    /* One of them refused: not written; a pending value stays pending. */
+    assert_int_equal(store_set_checkpoint(f->st, "j", 150), STORE_OK);
+    v[0].report_id = ids[3];
+    v[1].report_id = "not an id";
+    store_set_reports_checkpoint(f->st, "j", 200);
+    assert_int_equal(store_add_reports(f->st, v, 2, 3, false), STORE_OK);
+    assert_int_equal(v[0].result, STORE_OK);
+    assert_false(store_reports_checkpoint_written(f->st));
+    assert_int_equal(store_get_checkpoint(f->st, "j", &got), STORE_OK);
+    assert_true(got == 100 || got == 150);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_get_checkpoint(f->st, "j", &got), STORE_OK);
+    assert_int_equal(got, 150);
+
+    /* Only duplicates: nothing stored, nothing committed, not written. */
+    v[1] = v[0];
+    store_set_reports_checkpoint(f->st, "j", 300);
+    commits = store_commits(f->st);
+    assert_int_equal(store_add_reports(f->st, v, 2, 4, false), STORE_OK);
+    assert_false(store_reports_checkpoint_written(f->st));
+    assert_int_equal(store_commits(f->st), commits);
+    assert_int_equal(store_get_checkpoint(f->st, "j", &got), STORE_OK);
+    assert_int_equal(got, 150);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 /* The hook runs once per report made durable, never for a duplicate or
  * a failed add. */
 static void
@@ -2983,6 +3055,7 @@ main(void)
         T(t_report_carries_some),
         T(t_add_reports),
         T(t_add_reports_forget),
+        T(t_reports_checkpoint),
         T(t_pending_bounds),
         T(t_full_size_limit),
         cmocka_unit_test(t_write_errors),
