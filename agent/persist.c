@@ -272,9 +272,9 @@ put_events_checkpoint(struct reaper *r)
 /*
  * Writes the record of container `id` (NULL: none in particular) and
  * other pending changes, FLUSH_SLICE_ROWS in all; what is left goes a
- * slice at a time within each turn's budget (on_flush). Before, a DELETE
- * after a burst of 3,000 new containers wrote all of their records first:
- * one loop turn of 150 ms. A failure is retried (store_retry).
+ * slice at a time within each turn's budget (on_flush), so that a DELETE
+ * after a burst of new containers does not write all of their records in
+ * its turn first. A failure is retried (store_retry).
  */
 static int
 flush_slice(struct reaper *r, const char *id)
@@ -298,9 +298,8 @@ flush_slice(struct reaper *r, const char *id)
 
 /*
  * The WAL's copy is running or about to: slices that can wait do. Each
- * one written meanwhile would make the copy longer (a burst of 3,000 new
- * records wrote thousands of pages before the copy began: 180 ms of it,
- * which a DELETE's own flush then waited for on the loop).
+ * one written meanwhile would make the copy longer, and a DELETE's own
+ * flush would then wait for it on the loop.
  */
 static bool
 ckpt_due(const struct reaper *r)
@@ -1422,7 +1421,7 @@ static void commit_some(struct reaper *r, struct queued *v, size_t n);
  * While the WAL's copy runs, a burst's reports are journaled once
  * REPORT_BATCH wait, or once the first has waited this long: at each
  * turn's end the loop's syncs would meet the copy's on the same disk, at
- * the copy's end they would wait 25-50 ms. A turn of a sustained pace
+ * the copy's end they would wait for all of it. A turn of a sustained pace
  * journals its reports at its end (on_commit).
  */
 #define JOURNAL_WAIT_MS 5
@@ -1793,7 +1792,7 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
  * While the WAL's copy holds the store: the reports queued are appended
  * to reports.jsonl now, which needs no store (unless a rotation left the
  * journal's checkpoint to be written first), so they are durable now and
- * not at the copy's end, 25-50 ms later in a burst; their transaction,
+ * not only at the copy's end; their transaction,
  * the count, delivery and the report streams wait for that end
  * (checkpoint_done: persist_commit_reports).
  */

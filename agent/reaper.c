@@ -610,16 +610,14 @@ reaper_feed_kind(struct rec *c, enum lc_obs_kind kind)
 static void
 on_ctrd_obs(struct rec *c, const struct lc_obs *o)
 {
-    char id[CTR_ID_SIZE];
-
-    memcpy(id, c->id, CTR_ID_SIZE);
     if (!reaper_feed(c, o) || o->kind != OBS_TASK_EXIT)
         return;
     /* Perhaps the only true code the node will have, and containerd never
      * says it again: on disk before anything else happens (and before the
      * log says it was seen). */
     persist_flush_rec(c);
-    log_debug(id, "containerd: TaskExit, status %u", (unsigned)o->exit_code);
+    log_debug(c->id, "containerd: TaskExit, status %u",
+              (unsigned)o->exit_code);
 }
 
 static void
