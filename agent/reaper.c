@@ -14,7 +14,7 @@
  * policies, reads the events stream, reconciles relists, and alone
  * creates, resumes and forgets records. Below it, on the same struct
  * reaper (reaper_int.h): ctable.c (the records by id), persist.c (the
- * durable layer), audit.c (the containerd channel); they call back only
+ * durable layer), taskwatch.c (the containerd channel); they call back only
  * through the callbacks given here.
  */
 #include "reaper.h"
@@ -350,7 +350,7 @@ task_delete_done(enum ctrd_status st, uint32_t exit_status, const char *msg,
                  "reaped the task the engine leaked (exit status "
                  "%u)",
                  exit_status);
-        c->r->au.tasks_reaped++;
+        c->r->tw.tasks_reaped++;
         o.kind = OBS_TASK_DELETE_DONE;
     }
     reaper_feed(c, &o);
@@ -524,7 +524,7 @@ apply(struct rec *c, const struct lc_result *res)
                 unsent(c, &c->lc.ctr_delete_inflight);
             break;
         case ACT_TASK_LIST:
-            audit_task_list(r); /* one at a time for the node */
+            taskwatch_list(r); /* one at a time for the node */
             break;
         case ACT_REPORT:
             if (!persist_report(c))
@@ -606,7 +606,7 @@ reaper_feed_kind(struct rec *c, enum lc_obs_kind kind)
     return reaper_feed(c, &o);
 }
 
-/* The containerd channel's observations (audit.h). */
+/* The containerd channel's observations (taskwatch.h). */
 static void
 on_ctrd_obs(struct rec *c, const struct lc_obs *o)
 {
@@ -1013,14 +1013,14 @@ take_event(struct reaper *r, const struct docker_event *ev)
         o.kind = OBS_EVENT_START;
         break;
     case DOCKER_EV_DIE:
-        audit_activity(r);
+        taskwatch_activity(r);
         o.kind = OBS_EVENT_DIE;
         o.has_exit_code = ev->has_exit_code;
         o.exit_code = ev->exit_code;
         o.after_outage = die_after_outage(r, ev->time_nano);
         break;
     case DOCKER_EV_DESTROY:
-        audit_activity(r);
+        taskwatch_activity(r);
         o.kind = OBS_EVENT_DESTROY;
         tombstone(r, ev->id);
         break;
@@ -1524,7 +1524,7 @@ reaper_free(struct reaper *r)
     r->rl_ans = NULL;
     docker_list_free(r->rl_old);
     r->rl_old = NULL;
-    audit_cleanup(r);
+    taskwatch_cleanup(r);
     /* The checkpoint handed down stands: the holds let go now move it no
      * more, and the last flush writes it. */
     r->stopping = true;
@@ -1693,12 +1693,12 @@ reaper_start(struct reaper *r)
         .on_lost = on_lost,
     };
 
-    static const struct audit_cbs ctrd_cbs = {
+    static const struct taskwatch_cbs ctrd_cbs = {
         .observe = on_ctrd_obs,
         .call_done = reaper_call_done,
     };
 
-    if (r->ctrd != NULL && audit_start(r, &ctrd_cbs) != 0)
+    if (r->ctrd != NULL && taskwatch_start(r, &ctrd_cbs) != 0)
         return -1;
     docker_watch_on_replayed(r->d, on_replayed);
     if (r->store != NULL) {
@@ -1769,9 +1769,9 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->replays_cut = docker_watch_replays_cut(r->d);
     out->containerd_reconnects =
         r->ctrd != NULL ? ctrd_watch_reconnects(r->ctrd) : 0;
-    out->leaked_tasks = r->au.nleaks;
-    out->tasks_reaped = r->au.tasks_reaped;
-    out->orphans_reaped = r->au.orphans_reaped;
+    out->leaked_tasks = r->tw.nleaks;
+    out->tasks_reaped = r->tw.tasks_reaped;
+    out->orphans_reaped = r->tw.orphans_reaped;
     out->docker_connected = docker_watch_connected(r->d);
     out->last_event_nano = r->last_ev_nano;
     out->containerd = r->ctrd != NULL;

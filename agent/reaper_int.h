@@ -1,7 +1,7 @@
 /*
  * reaper_int — the reaper's private parts, shared by the files that make
  * it up: the driver (reaper.c), and below it the record table (ctable.c),
- * the containerd channel (audit.c) and the durable layer (persist.c),
+ * the containerd channel (taskwatch.c) and the durable layer (persist.c),
  * which call back up only through the callbacks the driver gives them.
  * Nothing outside them includes this header; the reaper's interface is
  * reaper.h.
@@ -18,7 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "audit.h"
+#include "taskwatch.h"
 #include "bounds.h"
 #include "ctable.h"
 #include "lifecycle.h"
@@ -197,7 +197,7 @@ struct reaper {
 
     /* The containerd channel (NULL: Docker-only mode). */
     struct ctrd *ctrd;
-    struct audit au;
+    struct taskwatch tw;
 
     /* Durable state (NULL: none, as in unit tests). */
     struct store *store;

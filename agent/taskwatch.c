@@ -1,7 +1,7 @@
 /*
- * audit — the reaper's containerd channel; see audit.h.
+ * taskwatch — the reaper's containerd channel; see taskwatch.h.
  */
-#include "audit.h"
+#include "taskwatch.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,7 +42,7 @@ tell(struct reaper *r, struct rec *c, enum lc_obs_kind kind)
 
     memset(&o, 0, sizeof(o));
     o.kind = kind;
-    r->au.cb->observe(c, &o);
+    r->tw.cb->observe(c, &o);
 }
 
 /* A task list is either the reconcile after a (re)subscription or the
@@ -64,7 +64,7 @@ leak_find(struct reaper *r, const char *id)
 {
     struct leak *lk;
 
-    for (lk = r->au.leaks; lk != NULL; lk = lk->next)
+    for (lk = r->tw.leaks; lk != NULL; lk = lk->next)
         if (strcmp(lk->id, id) == 0)
             return lk;
     return NULL;
@@ -74,14 +74,14 @@ leak_find(struct reaper *r, const char *id)
 static void
 leak_drop(struct reaper *r, struct leak *lk)
 {
-    struct leak **pp = &r->au.leaks;
+    struct leak **pp = &r->tw.leaks;
 
     while (*pp != NULL && *pp != lk)
         pp = &(*pp)->next;
     if (*pp == lk)
         *pp = lk->next;
     ctrd_cancel(lk->req);
-    r->au.nleaks--;
+    r->tw.nleaks--;
     free(lk);
 }
 
@@ -92,7 +92,7 @@ on_orphan_ctr_deleted(enum ctrd_status st, const char *msg, void *arg)
     struct reaper *r = lk->r;
 
     lk->req = NULL;
-    r->au.cb->call_done(r, REAPER_CALL_CONTAINER_DELETE, lk->req_t0);
+    r->tw.cb->call_done(r, REAPER_CALL_CONTAINER_DELETE, lk->req_t0);
     if (st == CTRD_FAILED) {
         lk->failures++;
         snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
@@ -102,7 +102,7 @@ on_orphan_ctr_deleted(enum ctrd_status st, const char *msg, void *arg)
     }
     log_info(lk->id, "orphan task reaped: task and containerd container "
                      "deleted");
-    r->au.orphans_reaped++;
+    r->tw.orphans_reaped++;
     leak_drop(r, lk);
 }
 
@@ -114,7 +114,7 @@ on_orphan_task_deleted(enum ctrd_status st, uint32_t exit_status,
 
     (void)exit_status;
     lk->req = NULL;
-    lk->r->au.cb->call_done(lk->r, REAPER_CALL_TASK_DELETE, lk->req_t0);
+    lk->r->tw.cb->call_done(lk->r, REAPER_CALL_TASK_DELETE, lk->req_t0);
     if (st == CTRD_FAILED) {
         lk->failures++;
         snprintf(lk->last_error, sizeof(lk->last_error), "%s", msg);
@@ -178,9 +178,9 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
                 continue;
             memcpy(lk->id, t->container_id, CTR_ID_SIZE);
             lk->r = r;
-            lk->next = r->au.leaks;
-            r->au.leaks = lk;
-            r->au.nleaks++;
+            lk->next = r->tw.leaks;
+            r->tw.leaks = lk;
+            r->tw.nleaks++;
             log_warn(lk->id,
                      "containerd task without an engine container "
                      "(pid %u, status %d)",
@@ -191,12 +191,12 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
         lk->audits_seen++;
     }
     /* Leaks the list no longer holds were deleted by someone. */
-    for (lk = r->au.leaks; lk != NULL; lk = next) {
+    for (lk = r->tw.leaks; lk != NULL; lk = next) {
         next = lk->next;
         if (!lk->reaping && !task_listed(ts, n, lk->id))
             leak_drop(r, lk);
     }
-    for (lk = r->au.leaks; lk != NULL; lk = lk->next)
+    for (lk = r->tw.leaks; lk != NULL; lk = lk->next)
         leak_step(r, lk);
 }
 
@@ -223,10 +223,10 @@ no_task_left(const struct rec *c, const void *arg)
 static void
 audit_again(struct reaper *r)
 {
-    if (!r->au.list_again)
+    if (!r->tw.list_again)
         return;
-    r->au.list_again = false;
-    audit_task_list(r);
+    r->tw.list_again = false;
+    taskwatch_list(r);
 }
 
 static void
@@ -238,16 +238,16 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     struct rec **notask;
     size_t nnotask, i;
 
-    r->au.task_list_req = NULL;
-    r->au.cb->call_done(r, REAPER_CALL_TASK_LIST, r->au.task_list_t0);
-    r->au.lists_done++;
-    r->au.last_ok = st == CTRD_OK;
-    r->au.last_tasks = st == CTRD_OK ? n : 0;
-    snprintf(r->au.last_error, sizeof(r->au.last_error), "%s",
+    r->tw.task_list_req = NULL;
+    r->tw.cb->call_done(r, REAPER_CALL_TASK_LIST, r->tw.task_list_t0);
+    r->tw.lists_done++;
+    r->tw.last_ok = st == CTRD_OK;
+    r->tw.last_tasks = st == CTRD_OK ? n : 0;
+    snprintf(r->tw.last_error, sizeof(r->tw.last_error), "%s",
              st == CTRD_OK ? "" : msg);
     if (st != CTRD_OK) {
         log_warn(NULL, "containerd Tasks.List: %s", msg);
-        r->au.audit_due = true;
+        r->tw.audit_due = true;
         audit_schedule(r);
         audit_again(r);
         return;
@@ -264,14 +264,14 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
 }
 
 void
-audit_task_list(struct reaper *r)
+taskwatch_list(struct reaper *r)
 {
-    if (r->au.task_list_req != NULL)
+    if (r->tw.task_list_req != NULL)
         return;
-    r->au.task_list_t0 = loop_now_ms();
-    r->au.task_list_req = ctrd_task_list(r->ctrd, on_task_list, r);
-    r->au.audit_due = r->au.task_list_req == NULL;
-    if (r->au.task_list_req == NULL)
+    r->tw.task_list_t0 = loop_now_ms();
+    r->tw.task_list_req = ctrd_task_list(r->ctrd, on_task_list, r);
+    r->tw.audit_due = r->tw.task_list_req == NULL;
+    if (r->tw.task_list_req == NULL)
         audit_schedule(r);
 }
 
@@ -280,40 +280,40 @@ reaper_audit_now(struct reaper *r)
 {
     if (r->ctrd == NULL)
         return 0;
-    if (r->au.task_list_req != NULL) {
-        r->au.list_again = true;
-        return r->au.lists_done + 2;
+    if (r->tw.task_list_req != NULL) {
+        r->tw.list_again = true;
+        return r->tw.lists_done + 2;
     }
-    audit_task_list(r);
-    if (r->au.task_list_req == NULL) { /* could not even be sent */
-        r->au.lists_done++;
-        r->au.last_ok = false;
-        r->au.last_tasks = 0;
-        snprintf(r->au.last_error, sizeof(r->au.last_error),
+    taskwatch_list(r);
+    if (r->tw.task_list_req == NULL) { /* could not even be sent */
+        r->tw.lists_done++;
+        r->tw.last_ok = false;
+        r->tw.last_tasks = 0;
+        snprintf(r->tw.last_error, sizeof(r->tw.last_error),
                  "containerd Tasks.List could not be sent");
-        return r->au.lists_done;
+        return r->tw.lists_done;
     }
-    return r->au.lists_done + 1;
+    return r->tw.lists_done + 1;
 }
 
 void
 reaper_audit_state(const struct reaper *r, struct reaper_audit *out)
 {
     out->on = r->ctrd != NULL;
-    out->lists_done = r->au.lists_done;
-    out->ok = r->au.last_ok;
-    out->tasks = r->au.last_tasks;
-    out->error = r->au.last_error;
-    out->leaks = r->au.nleaks;
+    out->lists_done = r->tw.lists_done;
+    out->ok = r->tw.last_ok;
+    out->tasks = r->tw.last_tasks;
+    out->error = r->tw.last_error;
+    out->leaks = r->tw.nleaks;
 }
 
 /* A task may have been left behind: audit within the interval. */
 void
-audit_activity(struct reaper *r)
+taskwatch_activity(struct reaper *r)
 {
     if (r->ctrd == NULL)
         return;
-    r->au.audit_due = true;
+    r->tw.audit_due = true;
     audit_schedule(r);
 }
 
@@ -322,7 +322,7 @@ on_audit_timer(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    audit_task_list(arg);
+    taskwatch_list(arg);
 }
 
 static void
@@ -330,14 +330,14 @@ audit_schedule(struct reaper *r)
 {
     int64_t ms = r->cfg->containerd_audit_interval_ms;
 
-    if (ms <= 0 || r->au.audit_timer == NULL ||
-        evtimer_pending(r->au.audit_timer, NULL))
+    if (ms <= 0 || r->tw.audit_timer == NULL ||
+        evtimer_pending(r->tw.audit_timer, NULL))
         return;
     /* Leaks known are confirmed (two audits in a row) and reaped by
      * audits; otherwise only activity makes a new one possible. */
-    if (!r->au.audit_due && r->au.nleaks == 0)
+    if (!r->tw.audit_due && r->tw.nleaks == 0)
         return;
-    loop_timer_ms(r->au.audit_timer, (uint64_t)ms);
+    loop_timer_ms(r->tw.audit_timer, (uint64_t)ms);
 }
 
 /* containerd went away (or reapd did not watch it until now): every exit
@@ -363,7 +363,7 @@ on_ctrd_subscribed(void *arg)
     log_info(NULL, "containerd events: subscribed on %s; reconciling tasks",
              ctrd_socket(r->ctrd));
     note_outage(r);
-    audit_task_list(r);
+    taskwatch_list(r);
 }
 
 static void
@@ -376,7 +376,7 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
     if (!docker_valid_id(ev->container_id))
         return;
     if (ev->kind == CTRD_EV_TASK_EXIT || ev->kind == CTRD_EV_TASK_DELETE)
-        audit_activity(r);
+        taskwatch_activity(r);
     c = ctable_find(&r->tab, ev->container_id);
     memset(&o, 0, sizeof(o));
     switch (ev->kind) {
@@ -397,7 +397,7 @@ on_ctrd_event(const struct ctrd_event *ev, void *arg)
     }
     if (c == NULL || c->kind == R_IGNORED)
         return;
-    r->au.cb->observe(c, &o);
+    r->tw.cb->observe(c, &o);
 }
 
 static void
@@ -414,7 +414,7 @@ reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg)
     const struct leak *lk;
     struct reaper_leak_view v;
 
-    for (lk = r->au.leaks; lk != NULL; lk = lk->next) {
+    for (lk = r->tw.leaks; lk != NULL; lk = lk->next) {
         v.id = lk->id;
         v.pid = lk->pid;
         v.stopped = lk->status == CTRD_TASK_STOPPED;
@@ -427,7 +427,7 @@ reaper_foreach_leak(const struct reaper *r, reaper_leak_cb cb, void *arg)
 }
 
 int
-audit_start(struct reaper *r, const struct audit_cbs *up)
+taskwatch_start(struct reaper *r, const struct taskwatch_cbs *up)
 {
     static const struct ctrd_watch_cbs cbs = {
         .on_subscribed = on_ctrd_subscribed,
@@ -435,21 +435,21 @@ audit_start(struct reaper *r, const struct audit_cbs *up)
         .on_lost = on_ctrd_lost,
     };
 
-    r->au.cb = up;
-    r->au.audit_timer = evtimer_new(loop_base(r->l), on_audit_timer, r);
-    if (r->au.audit_timer == NULL)
+    r->tw.cb = up;
+    r->tw.audit_timer = evtimer_new(loop_base(r->l), on_audit_timer, r);
+    if (r->tw.audit_timer == NULL)
         return -1;
     return ctrd_watch_start(r->ctrd, &cbs, r) != 0 ? -1 : 0;
 }
 
 void
-audit_cleanup(struct reaper *r)
+taskwatch_cleanup(struct reaper *r)
 {
-    ctrd_cancel(r->au.task_list_req);
-    r->au.task_list_req = NULL;
-    while (r->au.leaks != NULL)
-        leak_drop(r, r->au.leaks);
-    if (r->au.audit_timer != NULL)
-        event_free(r->au.audit_timer);
-    r->au.audit_timer = NULL;
+    ctrd_cancel(r->tw.task_list_req);
+    r->tw.task_list_req = NULL;
+    while (r->tw.leaks != NULL)
+        leak_drop(r, r->tw.leaks);
+    if (r->tw.audit_timer != NULL)
+        event_free(r->tw.audit_timer);
+    r->tw.audit_timer = NULL;
 }

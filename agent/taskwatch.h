@@ -1,5 +1,5 @@
 /*
- * audit — the reaper's containerd channel: containerd's own events (the
+ * taskwatch — the reaper's containerd channel: containerd's own events (the
  * true exit status, task deletions), the task list that reconciles them
  * after every subscription, and the orphan audit.
  *
@@ -11,13 +11,13 @@
  * reaped only when stopped and containerd.reap_orphans says so. An idle
  * node is never woken to audit.
  *
- * Part of the reaper (reaper_int.h): `struct audit` is embedded in struct
+ * Part of the reaper (reaper_int.h): `struct taskwatch` is embedded in struct
  * reaper; used only when the channel is on (r->ctrd set). A source: what
  * it learns goes up to the driver (reaper.c) through the callbacks given
- * at audit_start, never by calling it.
+ * at taskwatch_start, never by calling it.
  */
-#ifndef REAPD_AUDIT_H
-#define REAPD_AUDIT_H
+#ifndef REAPD_TASKWATCH_H
+#define REAPD_TASKWATCH_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -33,7 +33,7 @@ struct leak;
 struct ctrd_req;
 
 /* What the channel tells the driver. */
-struct audit_cbs {
+struct taskwatch_cbs {
     /* An observation of tracked record c: a TaskExit (code in o), a
      * task's deletion (its event, or a task list without it), containerd
      * lost. c may be freed by it. */
@@ -42,8 +42,8 @@ struct audit_cbs {
     void (*call_done)(struct reaper *r, enum reaper_call call, uint64_t t0);
 };
 
-struct audit {
-    const struct audit_cbs *cb;
+struct taskwatch {
+    const struct taskwatch_cbs *cb;
     struct ctrd_req *task_list_req;
     uint64_t task_list_t0;
     struct event *audit_timer;
@@ -67,14 +67,14 @@ struct audit {
 
 /* Subscribes to containerd's events, telling `up` (static, borrowed)
  * what they say; 0, or -1 (out of memory, or the watch could not start). */
-int audit_start(struct reaper *r, const struct audit_cbs *up);
+int taskwatch_start(struct reaper *r, const struct taskwatch_cbs *up);
 /* Cancels the list in flight, drops the leaks, frees the timer. */
-void audit_cleanup(struct reaper *r);
+void taskwatch_cleanup(struct reaper *r);
 /* Sends a task list unless one is in flight (one at a time for the
  * node). */
-void audit_task_list(struct reaper *r);
+void taskwatch_list(struct reaper *r);
 /* An exit or removal: a task may have been left behind; an audit within
  * the interval. No-op without the channel. */
-void audit_activity(struct reaper *r);
+void taskwatch_activity(struct reaper *r);
 
 #endif
