@@ -53,6 +53,13 @@ struct app {
     struct feed *feed;    /* reports made durable, to waits and streams */
     struct sdnotify *sd;  /* NULL: not under systemd's notify */
     bool sd_ready;        /* READY=1 sent */
+    struct docker *docker;
+    struct ctrd *ctrd; /* NULL: Docker-only mode */
+    struct store *store;
+    struct report_log *rl;
+    int lock_fd;
+    char *status_token; /* until the status listener owns it */
+    struct event *sigterm, *sigint, *sighup;
 };
 
 /* upstream_opts from the config; the token is read from its file (the
@@ -394,8 +401,9 @@ on_hup(evutil_socket_t sig, short what, void *arg)
                                "force");
 }
 
-int
-main(int argc, char **argv)
+/* The command line: -1 to go on, else the exit code to end with. */
+static int
+parse_args(struct app *a, int argc, char **argv, bool *check, bool *print)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
@@ -407,54 +415,32 @@ main(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
-    struct app a;
-    bool check = false, print = false;
-    struct docker *docker = NULL;
-    struct ctrd *ctrd = NULL;
-    struct store *store = NULL;
-    int lock_fd = -1;
-    char err[512];
-    const char *ctrd_path = NULL;
-    struct report_log *rl = NULL;
-    char *status_token = NULL;
-    struct event *sigterm = NULL, *sigint = NULL, *sighup = NULL;
-    int opt, result = 1;
+    int opt;
 
-    memset(&a, 0, sizeof(a));
-#if defined(__GLIBC__)
-    /* glibc gives the top of the heap back past 128 KiB free, and an exit
-     * frees about that much (its answers, parse trees, libcurl's buffers)
-     * just before the next one takes it again: two brk calls per exit, a
-     * TLB shootdown and page faults each time, 10-20% of reapd's CPU per
-     * exit on the real engine (docs/performance.md). A relist's answer,
-     * the one big allocation, is mapped apart from the heap (json.c), so
-     * nothing needs a trim. */
-    mallopt(M_TRIM_THRESHOLD, 1 << 20);
-#endif
     while ((opt = getopt_long(argc, argv, "c:h", opts, NULL)) != -1) {
         switch (opt) {
         case 'c':
-            a.config_path = optarg;
+            a->config_path = optarg;
             break;
         case 'C':
-            check = true;
+            *check = true;
             break;
         case 'P':
-            print = true;
+            *print = true;
             break;
         case 'l':
-            if (log_level_parse(optarg, &a.log_level) != 0) {
+            if (log_level_parse(optarg, &a->log_level) != 0) {
                 fprintf(stderr, "reapd: bad --log-level \"%s\"\n", optarg);
                 return 2;
             }
-            a.log_level_forced = true;
+            a->log_level_forced = true;
             break;
         case 'f':
-            if (log_format_parse(optarg, &a.log_format) != 0) {
+            if (log_format_parse(optarg, &a->log_format) != 0) {
                 fprintf(stderr, "reapd: bad --log-format \"%s\"\n", optarg);
                 return 2;
             }
-            a.log_format_forced = true;
+            a->log_format_forced = true;
             break;
         case 'V':
             printf("reapd %s\n", REAPD_VERSION);
@@ -472,28 +458,260 @@ main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    return -1;
+}
+
+/* --print-config: the effective config as JSON; the exit code. */
+static int
+print_config(const struct config *cfg)
+{
+    size_t len;
+    char *json = config_to_json(cfg, true, &len);
+
+    if (json == NULL) {
+        fprintf(stderr, "reapd: out of memory\n");
+        return 1;
+    }
+    fwrite(json, 1, len, stdout);
+    fputc('\n', stdout);
+    free(json);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* The state directory made, checked, locked, and its report log open:
+ * 0, or the exit code (logged). */
+static int
+open_state_dir(struct app *a)
+{
+    char err[512];
+
+    /* A token anyone may read guards nothing: a setup error, refused
+     * before anything is made. */
+    if (status_read_token(a->cfg, &a->status_token, err, sizeof(err)) != 0) {
+        log_error(NULL, "status.token_file: %s", err);
+        return 2;
+    }
+    if (make_dirs(a->cfg->state_dir) != 0) {
+        log_error(NULL, "cannot create state_dir %s: %s", a->cfg->state_dir,
+                  strerror(errno));
+        return 1;
+    }
+    /* A state_dir someone else can write to would let them plant the
+     * reports reapd delivers: a setup error, refused before anything is
+     * created in it. */
+    if (report_state_dir_check(a->cfg->state_dir, err, sizeof(err)) != 0) {
+        log_error(NULL, "%s", err);
+        return 2;
+    }
+    a->lock_fd = lock_state_dir(a->cfg->state_dir);
+    if (a->lock_fd < 0)
+        return 1;
+    a->rl = report_log_open(a->cfg->state_dir);
+    if (a->rl == NULL) {
+        log_error(NULL, "cannot open %s/reports.jsonl: %s", a->cfg->state_dir,
+                  strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* The loop, systemd's notify socket, the engine's client, the reaper and
+ * its store: 0 or -1 (logged). */
+static int
+open_core(struct app *a)
+{
+    char err[512];
+
+    a->loop = loop_new();
+    if (a->loop == NULL)
+        return -1;
+    a->sd = sdnotify_new(loop_base(a->loop), err, sizeof(err));
+    if (a->sd == NULL && err[0] != '\0')
+        log_error(NULL, "systemd notify: %s; not notifying", err);
+    else if (a->sd != NULL)
+        log_info(NULL, "systemd notify: on (watchdog every %llu ms)",
+                 (unsigned long long)sdnotify_watchdog_usec(a->sd) / 2000u);
+    a->docker = docker_new(a->loop, a->cfg->docker_socket,
+                           (long)a->cfg->docker_request_timeout_ms,
+                           (long)a->cfg->docker_reconnect_max_ms);
+    if (a->docker == NULL)
+        return -1;
+    a->reaper = reaper_new(a->loop, a->docker, a->cfg, a->rl);
+    if (a->reaper == NULL)
+        return -1;
+    if (store_open(a->cfg->state_dir, &a->store, err, sizeof(err)) !=
+        STORE_OK) {
+        log_error(NULL, "state: %s", err);
+        return -1;
+    }
+    if (a->cfg->retention_max_db_bytes > 0 &&
+        store_set_size_limit(a->store,
+                             (uint64_t)a->cfg->retention_max_db_bytes,
+                             NULL) != STORE_OK)
+        log_warn(NULL, "state: cannot cap the database size: %s",
+                 store_errmsg(a->store));
+    reaper_set_store(a->reaper, a->store);
+    log_info(NULL, "state: %s", store_path(a->store));
+    return 0;
+}
+
+/* The outbox and the upstream, when upstream.url is set: 0 or -1. */
+static int
+open_delivery(struct app *a)
+{
+    struct upstream_opts uo;
+    char *token = NULL, err[512];
+
+    if (a->cfg->upstream_url == NULL) {
+        log_info(NULL,
+                 "upstream: none; reports stay in %s/reports.jsonl "
+                 "and the state database",
+                 a->cfg->state_dir);
+        return 0;
+    }
+    a->outbox = outbox_new(a->loop, a->store, NULL);
+    if (a->outbox == NULL || upstream_options(a->cfg, &uo, &token) != 0)
+        return -1;
+    if (upstream_new(a->loop, &uo, outbox_upstream_cbs(), a->outbox, &a->up,
+                     err, sizeof(err)) != 0) {
+        upstream_token_free(token);
+        log_error(NULL, "upstream: %s", err);
+        return -1;
+    }
+    upstream_token_free(token);
+    outbox_set_upstream(a->outbox, a->up);
+    reaper_on_report(a->reaper, on_report_made, a->outbox);
+    log_info(NULL, "upstream: delivering reports (at least once)");
+    return 0;
+}
+
+/* The containerd channel, unless Docker-only: 0 or -1. */
+static int
+open_containerd(struct app *a)
+{
+    const char *path = containerd_path(a->cfg);
+
+    if (path == NULL)
+        return 0;
+    a->ctrd = ctrd_new(a->loop, path, a->cfg->containerd_namespace,
+                       (long)a->cfg->docker_request_timeout_ms,
+                       (long)a->cfg->docker_reconnect_max_ms, NULL);
+    if (a->ctrd == NULL)
+        return -1;
+    reaper_set_containerd(a->reaper, a->ctrd);
+    log_info(NULL,
+             "mode: containerd channel on %s (namespace %s): true "
+             "exit codes from TaskExit, task deletion confirmed, "
+             "leaked tasks reaped per policy",
+             path, a->cfg->containerd_namespace);
+    return 0;
+}
+
+/* The status listener, the admin socket and the feed of durable
+ * reports they wait on: 0 or -1. */
+static int
+open_listeners(struct app *a)
+{
+    a->status = status_new(a->loop, a->cfg->status_listen, a->reaper);
+    if (a->status == NULL)
+        return -1;
+    status_set_store(a->status, a->store);
+    /* The status endpoint owns the token from here on. */
+    status_set_config(a->status, a->cfg, a->status_token);
+    a->status_token = NULL;
+    a->admin = status_new_admin(a->loop, a->cfg->admin_socket, a->reaper);
+    if (a->admin == NULL)
+        return -1;
+    status_set_store(a->admin, a->store);
+    status_set_config(a->admin, a->cfg, NULL);
+    a->feed = feed_new(loop_base(a->loop));
+    if (a->feed == NULL)
+        return -1;
+    store_on_report(a->store, on_report_durable, a->feed);
+    status_set_feed(a->status, a->feed);
+    status_set_feed(a->admin, a->feed);
+    status_set_outbox(a->status, a->outbox);
+    status_set_outbox(a->admin, a->outbox);
+    status_set_upstream(a->status, a->up);
+    return 0;
+}
+
+static int
+add_signals(struct app *a)
+{
+    struct event_base *base = loop_base(a->loop);
+
+    a->sigterm = evsignal_new(base, SIGTERM, on_stop, a);
+    a->sigint = evsignal_new(base, SIGINT, on_stop, a);
+    a->sighup = evsignal_new(base, SIGHUP, on_hup, a);
+    if (a->sigterm == NULL || a->sigint == NULL || a->sighup == NULL ||
+        event_add(a->sigterm, NULL) || event_add(a->sigint, NULL) ||
+        event_add(a->sighup, NULL))
+        return -1;
+    return 0;
+}
+
+/* Everything main made, in the reverse order. */
+static void
+app_close(struct app *a)
+{
+    if (a->sigterm != NULL)
+        event_free(a->sigterm);
+    if (a->sigint != NULL)
+        event_free(a->sigint);
+    if (a->sighup != NULL)
+        event_free(a->sighup);
+    upstream_token_free(a->status_token);
+    status_free(a->status);
+    status_free(a->admin);
+    if (a->store != NULL)
+        store_on_report(a->store, NULL, NULL);
+    feed_free(a->feed);
+    reaper_free(a->reaper);
+    sdnotify_free(a->sd);
+    upstream_free(a->up);
+    outbox_free(a->outbox);
+    if (a->store != NULL && store_close(a->store) != STORE_OK)
+        log_error(NULL, "state: closing the database failed");
+    ctrd_free(a->ctrd);
+    docker_free(a->docker);
+    loop_free(a->loop);
+    report_log_close(a->rl);
+    if (a->lock_fd >= 0)
+        close(a->lock_fd);
+    config_free(a->cfg);
+}
+
+int
+main(int argc, char **argv)
+{
+    struct app a;
+    bool check = false, print = false;
+    int result = 1;
+
+    memset(&a, 0, sizeof(a));
+    a.lock_fd = -1;
+#if defined(__GLIBC__)
+    /* glibc gives the top of the heap back past 128 KiB free, and an exit
+     * frees about that much just before the next one takes it again: two
+     * brk calls per exit, each with a TLB shootdown and page faults. A
+     * relist's answer, the one big allocation, is mapped apart from the
+     * heap (json.c), so nothing needs a trim. */
+    mallopt(M_TRIM_THRESHOLD, 1 << 20);
+#endif
+    result = parse_args(&a, argc, argv, &check, &print);
+    if (result >= 0)
+        return result;
     if (a.config_path == NULL && access(DEFAULT_CONFIG, F_OK) == 0)
         a.config_path = DEFAULT_CONFIG;
     if (load_config(a.config_path, &a.cfg) != 0)
         return 2;
-    if (print) {
-        size_t len;
-        char *json = config_to_json(a.cfg, true, &len);
-
+    if (print || check) {
+        result = print ? print_config(a.cfg) : 0;
+        if (!print)
+            printf("%s: OK\n", a.config_path ? a.config_path : "<default>");
         config_free(a.cfg);
-        if (json == NULL) {
-            fprintf(stderr, "reapd: out of memory\n");
-            return 1;
-        }
-        fwrite(json, 1, len, stdout);
-        fputc('\n', stdout);
-        free(json);
-        return fflush(stdout) == 0 ? 0 : 1;
-    }
-    if (check) {
-        printf("%s: OK\n", a.config_path ? a.config_path : "<default>");
-        config_free(a.cfg);
-        return 0;
+        return result;
     }
     log_setup(a.log_level_forced ? a.log_level : a.cfg->log_level,
               a.log_format_forced ? a.log_format : a.cfg->log_format);
@@ -503,127 +721,13 @@ main(int argc, char **argv)
     log_info(NULL, "reapd %s starting: node %s, config %s", REAPD_VERSION,
              a.cfg->node, a.config_path ? a.config_path : "<default>");
     raise_open_files_limit();
-    /* A token anyone may read guards nothing: a setup error, refused
-     * before anything is made. */
-    if (status_read_token(a.cfg, &status_token, err, sizeof(err)) != 0) {
-        log_error(NULL, "status.token_file: %s", err);
-        result = 2;
+    result = open_state_dir(&a);
+    if (result != 0)
         goto out;
-    }
-    if (make_dirs(a.cfg->state_dir) != 0) {
-        log_error(NULL, "cannot create state_dir %s: %s", a.cfg->state_dir,
-                  strerror(errno));
-        goto out;
-    }
-    /* A state_dir someone else can write to would let them plant the
-     * reports reapd delivers: a setup error, refused before anything is
-     * created in it. */
-    if (report_state_dir_check(a.cfg->state_dir, err, sizeof(err)) != 0) {
-        log_error(NULL, "%s", err);
-        result = 2;
-        goto out;
-    }
-    lock_fd = lock_state_dir(a.cfg->state_dir);
-    if (lock_fd < 0)
-        goto out;
-    rl = report_log_open(a.cfg->state_dir);
-    if (rl == NULL) {
-        log_error(NULL, "cannot open %s/reports.jsonl: %s", a.cfg->state_dir,
-                  strerror(errno));
-        goto out;
-    }
-    ctrd_path = containerd_path(a.cfg);
-    a.loop = loop_new();
-    if (a.loop == NULL)
-        goto out;
-    a.sd = sdnotify_new(loop_base(a.loop), err, sizeof(err));
-    if (a.sd == NULL && err[0] != '\0')
-        log_error(NULL, "systemd notify: %s; not notifying", err);
-    else if (a.sd != NULL)
-        log_info(NULL, "systemd notify: on (watchdog every %llu ms)",
-                 (unsigned long long)sdnotify_watchdog_usec(a.sd) / 2000u);
-    docker = docker_new(a.loop, a.cfg->docker_socket,
-                        (long)a.cfg->docker_request_timeout_ms,
-                        (long)a.cfg->docker_reconnect_max_ms);
-    if (docker == NULL)
-        goto out;
-    a.reaper = reaper_new(a.loop, docker, a.cfg, rl);
-    if (a.reaper == NULL)
-        goto out;
-    if (store_open(a.cfg->state_dir, &store, err, sizeof(err)) != STORE_OK) {
-        log_error(NULL, "state: %s", err);
-        goto out;
-    }
-    if (a.cfg->retention_max_db_bytes > 0 &&
-        store_set_size_limit(store, (uint64_t)a.cfg->retention_max_db_bytes,
-                             NULL) != STORE_OK)
-        log_warn(NULL, "state: cannot cap the database size: %s",
-                 store_errmsg(store));
-    reaper_set_store(a.reaper, store);
-    log_info(NULL, "state: %s", store_path(store));
-    if (a.cfg->upstream_url != NULL) {
-        struct upstream_opts uo;
-        char *token = NULL;
-
-        a.outbox = outbox_new(a.loop, store, NULL);
-        if (a.outbox == NULL || upstream_options(a.cfg, &uo, &token) != 0)
-            goto out;
-        if (upstream_new(a.loop, &uo, outbox_upstream_cbs(), a.outbox, &a.up,
-                         err, sizeof(err)) != 0) {
-            upstream_token_free(token);
-            log_error(NULL, "upstream: %s", err);
-            goto out;
-        }
-        upstream_token_free(token);
-        outbox_set_upstream(a.outbox, a.up);
-        reaper_on_report(a.reaper, on_report_made, a.outbox);
-        log_info(NULL, "upstream: delivering reports (at least once)");
-    } else {
-        log_info(NULL,
-                 "upstream: none; reports stay in %s/reports.jsonl "
-                 "and the state database",
-                 a.cfg->state_dir);
-    }
-    if (ctrd_path != NULL) {
-        ctrd = ctrd_new(a.loop, ctrd_path, a.cfg->containerd_namespace,
-                        (long)a.cfg->docker_request_timeout_ms,
-                        (long)a.cfg->docker_reconnect_max_ms, NULL);
-        if (ctrd == NULL)
-            goto out;
-        reaper_set_containerd(a.reaper, ctrd);
-        log_info(NULL,
-                 "mode: containerd channel on %s (namespace %s): true "
-                 "exit codes from TaskExit, task deletion confirmed, "
-                 "leaked tasks reaped per policy",
-                 ctrd_path, a.cfg->containerd_namespace);
-    }
-    a.status = status_new(a.loop, a.cfg->status_listen, a.reaper);
-    if (a.status == NULL)
-        goto out;
-    status_set_store(a.status, store);
-    /* The status endpoint owns the token from here on. */
-    status_set_config(a.status, a.cfg, status_token);
-    status_token = NULL;
-    a.admin = status_new_admin(a.loop, a.cfg->admin_socket, a.reaper);
-    if (a.admin == NULL)
-        goto out;
-    status_set_store(a.admin, store);
-    status_set_config(a.admin, a.cfg, NULL);
-    a.feed = feed_new(loop_base(a.loop));
-    if (a.feed == NULL)
-        goto out;
-    store_on_report(store, on_report_durable, a.feed);
-    status_set_feed(a.status, a.feed);
-    status_set_feed(a.admin, a.feed);
-    status_set_outbox(a.status, a.outbox);
-    status_set_outbox(a.admin, a.outbox);
-    status_set_upstream(a.status, a.up);
-    sigterm = evsignal_new(loop_base(a.loop), SIGTERM, on_stop, &a);
-    sigint = evsignal_new(loop_base(a.loop), SIGINT, on_stop, &a);
-    sighup = evsignal_new(loop_base(a.loop), SIGHUP, on_hup, &a);
-    if (sigterm == NULL || sigint == NULL || sighup == NULL ||
-        event_add(sigterm, NULL) || event_add(sigint, NULL) ||
-        event_add(sighup, NULL))
+    result = 1;
+    if (open_core(&a) != 0 || open_delivery(&a) != 0 ||
+        open_containerd(&a) != 0 || open_listeners(&a) != 0 ||
+        add_signals(&a) != 0)
         goto out;
     reaper_on_ready(a.reaper, on_ready, &a);
     if (reaper_start(a.reaper) != 0)
@@ -637,30 +741,6 @@ main(int argc, char **argv)
     log_info(NULL, "stopped");
     result = 0;
 out:
-    if (sigterm != NULL)
-        event_free(sigterm);
-    if (sigint != NULL)
-        event_free(sigint);
-    if (sighup != NULL)
-        event_free(sighup);
-    upstream_token_free(status_token);
-    status_free(a.status);
-    status_free(a.admin);
-    if (store != NULL)
-        store_on_report(store, NULL, NULL);
-    feed_free(a.feed);
-    reaper_free(a.reaper);
-    sdnotify_free(a.sd);
-    upstream_free(a.up);
-    outbox_free(a.outbox);
-    if (store != NULL && store_close(store) != STORE_OK)
-        log_error(NULL, "state: closing the database failed");
-    ctrd_free(ctrd);
-    docker_free(docker);
-    loop_free(a.loop);
-    report_log_close(rl);
-    if (lock_fd >= 0)
-        close(lock_fd);
-    config_free(a.cfg);
+    app_close(&a);
     return result;
 }

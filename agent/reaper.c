@@ -33,7 +33,9 @@
 #include "log.h"
 #include "loop.h"
 #include "reaper_int.h"
+#include "outage.h"
 #include "record.h"
+#include "relist.h"
 #include "report.h"
 #include "store.h"
 
@@ -82,7 +84,7 @@ rec_new(struct reaper *r, const char *id)
     memcpy(c->id, id, CTR_ID_SIZE);
     c->r = r;
     c->kind = R_DISCOVERING;
-    c->born_relist = r->relist_gen;
+    c->born_relist = relist_gen(r->relist);
     ctable_add(&r->tab, c);
     return c;
 }
@@ -195,46 +197,6 @@ slot_drop(struct rec *c)
 
 /* ---- engine calls ----------------------------------------------------- */
 
-/* Is a die event (its timeNano) dated after reapd last found the engine
- * down in an outage, and not after the outage ended (reapd subscribed
- * again)? Then the restarted engine may have made it (Docker 20.10
- * sometimes says die 255 as it restores a container whose exit it
- * missed, before it answers), and it proves nothing about the engine
- * being up at the exit. One dated before was seen by an engine that was
- * up while reapd's way to it was cut; one after, by the engine back. No
- * slack past the end: an exit just after the reconnect, whose FinishedAt
- * still falls in finished_in_outage's second of it, is cleared by its
- * die. */
-static bool
-die_after_outage(const struct reaper *r, int64_t time_nano)
-{
-    int64_t t = time_nano / 1000000;
-    size_t i;
-
-    for (i = 0; i < r->noutages && i < OUTAGE_SPANS; i++)
-        if (t >= r->outages[i].down && t <= r->outages[i].to)
-            return true;
-    return false;
-}
-
-/* Did the container finish in a span when the engine was down (its
- * FinishedAt, an RFC 3339 time; a second of slack each side for the
- * engine's and reapd's clocks being read at different moments)? */
-static bool
-finished_in_outage(const struct reaper *r, const char *finished_at)
-{
-    int64_t t;
-    size_t i;
-
-    if (r->noutages == 0 || finished_at == NULL ||
-        report_parse_time(finished_at, &t) != 0)
-        return false;
-    for (i = 0; i < r->noutages && i < OUTAGE_SPANS; i++)
-        if (t >= r->outages[i].from - 1000 && t <= r->outages[i].to + 1000)
-            return true;
-    return false;
-}
-
 static void
 inspect_done(enum docker_status st, const struct docker_container *dc,
              const char *msg, void *arg)
@@ -249,7 +211,8 @@ inspect_done(enum docker_status st, const struct docker_container *dc,
     case DOCKER_OK:
         o.kind = OBS_INSPECT;
         o.inspect = dc->state;
-        o.after_outage = finished_in_outage(c->r, dc->finished_at);
+        o.after_outage =
+            outage_finished_within(&c->r->outage, dc->finished_at);
         rec_set_str(&c->started_at, dc->started_at);
         rec_set_str(&c->finished_at, dc->finished_at);
         /* The labels as the engine holds them, those named name or image
@@ -426,6 +389,30 @@ reaper_delete_written(struct rec *c, bool written)
         unsent(c, &c->lc.delete_inflight);
 }
 
+/*
+ * The container is the exit's record until reapd's own is on disk:
+ * removed first, a kill -9 while the state cannot be written (disk full)
+ * would leave nothing that says it exited. So its record, saying it is
+ * being removed, is written first (with a slice of the other pending
+ * changes); while that fails, the DELETE waits.
+ */
+static void
+delete_after_record(struct rec *c)
+{
+    c->delete_req = NULL;
+    c->delete_t0 = loop_now_ms();
+    switch (persist_before_delete(c)) {
+    case PERSIST_NOW:
+        reaper_delete_written(c, true);
+        break;
+    case PERSIST_QUEUED: /* persist.c calls reaper_delete_written */
+        break;
+    case PERSIST_HELD:
+        unsent(c, &c->lc.delete_inflight);
+        break;
+    }
+}
+
 static bool
 apply(struct rec *c, const struct lc_result *res)
 {
@@ -454,24 +441,7 @@ apply(struct rec *c, const struct lc_result *res)
                 unsent(c, &c->lc.inspect_inflight);
             break;
         case ACT_DELETE:
-            /* The container is the exit's record until reapd's own is on
-             * disk: removed first, a kill -9 while the state cannot be
-             * written (disk full) would leave nothing that says it
-             * exited. So its record, saying it is being removed, is
-             * written first (with a slice of the other pending changes);
-             * while that fails, the DELETE waits. */
-            c->delete_req = NULL;
-            c->delete_t0 = loop_now_ms();
-            switch (persist_before_delete(c)) {
-            case PERSIST_NOW:
-                reaper_delete_written(c, true);
-                break;
-            case PERSIST_QUEUED: /* persist.c calls reaper_delete_written */
-                break;
-            case PERSIST_HELD:
-                unsent(c, &c->lc.delete_inflight);
-                break;
-            }
+            delete_after_record(c);
             break;
         case ACT_STEP_TIMER:
             rec_arm(c, &c->step, step_fired, a->ms);
@@ -498,8 +468,8 @@ apply(struct rec *c, const struct lc_result *res)
         case ACT_WARN:
             r->st.cleanup_slow++;
             log_warn(c->id,
-                     "cleanup still not confirmed after %lld ms (state %s); "
-                     "still waiting",
+                     "cleanup still not confirmed after %lld ms "
+                     "(state %s); still waiting",
                      (long long)c->lc.p.warn_after_ms,
                      lc_state_name(c->lc.state));
             break;
@@ -914,26 +884,6 @@ decidable_on_create(const struct reaper *r, const struct rec *c,
            !policy_set_names_label(&r->cfg->policies, "image", 5);
 }
 
-static void
-tombstone(struct reaper *r, const char *id)
-{
-    if ((r->relist_req == NULL && r->rl_ans == NULL) ||
-        r->ntombs >= MAX_TOMBSTONE)
-        return;
-    memcpy(r->tombs[r->ntombs++], id, CTR_ID_SIZE);
-}
-
-static bool
-is_tombstoned(const struct reaper *r, const char *id)
-{
-    size_t i;
-
-    for (i = 0; i < r->ntombs; i++)
-        if (memcmp(r->tombs[i], id, CTR_ID_LEN) == 0)
-            return true;
-    return false;
-}
-
 /*
  * The events checkpoint a restart resumes from: the last event's time,
  * but never past the first event of a container still being discovered.
@@ -1017,12 +967,12 @@ take_event(struct reaper *r, const struct docker_event *ev)
         o.kind = OBS_EVENT_DIE;
         o.has_exit_code = ev->has_exit_code;
         o.exit_code = ev->exit_code;
-        o.after_outage = die_after_outage(r, ev->time_nano);
+        o.after_outage = outage_die_within(&r->outage, ev->time_nano);
         break;
     case DOCKER_EV_DESTROY:
         taskwatch_activity(r);
         o.kind = OBS_EVENT_DESTROY;
-        tombstone(r, ev->id);
+        relist_tombstone(r->relist, ev->id);
         break;
     case DOCKER_EV_CREATE:
     case DOCKER_EV_RENAME:
@@ -1085,18 +1035,19 @@ on_event(const struct docker_event *ev, void *arg)
     save_checkpoint(r);
 }
 
-/* ---- relists ---------------------------------------------------------- */
+/* ---- relists (relist.c sends them and hands over their answers) ------- */
 
-static void relist(struct reaper *r);
 static void resume_loaded(struct reaper *r);
 static void ready_turned(struct reaper *r);
 
 static void
-on_relist_timer(evutil_socket_t fd, short what, void *arg)
+relist_answered(void *arg, uint64_t t0, bool ok, size_t n)
 {
-    (void)fd;
-    (void)what;
-    relist(arg);
+    struct reaper *r = arg;
+
+    reaper_call_done(r, REAPER_CALL_DOCKER_LIST, t0);
+    if (ok)
+        ctable_reserve(&r->tab, r->tab.n + n);
 }
 
 /* Known before the relist of generation *arg was sent, and not listed. */
@@ -1118,28 +1069,29 @@ listed_now(const struct rec *c, const void *arg)
 }
 
 /* One entry of the relist's answer, taken in against the records. */
-static void
-relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
+static int
+relist_take(void *arg, const struct docker_container *e, uint32_t gen)
 {
+    struct reaper *r = arg;
     struct rec *c;
     struct lc_obs o;
 
-    if (is_tombstoned(r, e->id))
-        return; /* destroyed after the snapshot was taken */
+    if (gen != r->rl_log_gen) {
+        r->rl_log_gen = gen;
+        r->rl_managed = 0;
+    }
     c = ctable_find(&r->tab, e->id);
     if (c == NULL) {
         c = rec_new(r, e->id);
-        if (c == NULL) {
-            r->rl_incomplete = true; /* out of memory: seen next time */
-            return;
-        }
+        if (c == NULL)
+            return -1; /* out of memory: seen next time */
         /* Listed, and behind every record older than this relist: where
          * the search for the absent ones stops (relist_finish). */
         c->listed_relist = gen;
         r->rl_taking = true;
         decide_listed(c, e);
         r->rl_taking = false;
-        return;
+        return 0;
     }
     c->listed_relist = gen; /* listed: not absent */
     ctable_touch(&r->tab, c);
@@ -1157,36 +1109,17 @@ relist_take(struct reaper *r, const struct docker_container *e, uint32_t gen)
         o.after_outage = r->outage_relist;
         reaper_feed(c, &o);
     }
-}
-
-/* The answer dropped (taken in, or a newer relist under way). */
-static void
-relist_drop_answer(struct reaper *r)
-{
-    /* Tens of megabytes at 100,000 containers: unmapped in one go it
-     * held the loop 30 ms, so it goes back a slice per turn (on_rl_free). A
-     * second answer dropped before the first is gone is rare (a relist
-     * every few seconds): that one goes at once. */
-    if (r->rl_ans != NULL) {
-        docker_list_free(r->rl_old);
-        r->rl_old = r->rl_ans;
-        loop_timer_ms(r->rl_free_ev, 0);
-    }
-    r->rl_ans = NULL;
-    r->rl_n = r->rl_next = 0;
-    event_del(r->rl_slice_ev);
+    return 0;
 }
 
 /* The whole answer is taken in: what it did not list is gone. */
 static void
-relist_finish(struct reaper *r)
+relist_finish(void *arg, uint32_t gen, size_t n, bool incomplete)
 {
-    uint32_t gen = r->relist_gen;
+    struct reaper *r = arg;
     struct rec **absent, *c;
-    size_t i, n = r->rl_n, nabsent = 0;
-    bool incomplete = r->rl_incomplete;
+    size_t i, nabsent = 0;
 
-    relist_drop_answer(r);
     /* Records known before this relist was sent and not listed: gone. */
     absent =
         ctable_collect_front(&r->tab, listed_now, unlisted, &gen, &nabsent);
@@ -1200,7 +1133,6 @@ relist_finish(struct reaper *r)
             reaper_feed_kind(c, OBS_ABSENT);
     }
     free(absent);
-    r->ntombs = 0;
     if (r->rl_managed > RELIST_LOG_TRACKED)
         log_info(NULL,
                  "relist: %zu containers put under a policy (the first %d "
@@ -1219,136 +1151,16 @@ relist_finish(struct reaper *r)
          * this one could not take in. */
         log_error(NULL, "out of memory taking in the relist; relisting "
                         "again in 1 s");
-        loop_timer_ms(r->relist_timer, 1000);
+        relist_after(r->relist, 1000);
     } else {
         r->outage_relist = false;
     }
 }
 
-/*
- * Takes in the relist's answer for about RELIST_SLICE_NS, then yields
- * to the loop and goes on at its next turn: with 100,000 containers the
- * decisions and their records took seconds in one callback, and no probe
- * or event was answered meanwhile. The entries not yet taken in are as
- * if the answer were still in flight: an event for one of them finds no
- * record or a discovering one (as before the answer came), a destroy is
- * tombstoned. Records written meanwhile go out in the group commit's
- * slices (persist_flush_soon), each inside some slice's time.
- */
-static void
-relist_slice(struct reaper *r)
+static bool
+relist_busy(void *arg)
 {
-    uint64_t t0 = loop_now_ns();
-    uint32_t gen = r->relist_gen;
-    const struct docker_container *e;
-
-    while (r->rl_ans != NULL && r->rl_next < r->rl_n) {
-        int rc = docker_list_entry(r->rl_ans, r->rl_next++, &e);
-
-        if (rc < 0) {
-            /* The rest would be taken for absent: a whole relist again. */
-            relist_drop_answer(r);
-            r->ntombs = 0;
-            log_error(NULL, "out of memory taking in the relist; relisting "
-                            "again in 1 s");
-            loop_timer_ms(r->relist_timer, 1000);
-            return;
-        }
-        if (rc == 0)
-            relist_take(r, e, gen);
-        if ((r->rl_next & 15) == 0 && loop_now_ns() - t0 >= r->rl_slice_ns)
-            break;
-        if (persist_backlogged(r))
-            break;
-    }
-    if (r->rl_ans == NULL)
-        return;
-    if (r->rl_next < r->rl_n) {
-        /* A timer, not event_active: an event made active from a
-         * callback runs in the same pass, before any socket is read.
-         * The store copying its WAL with a commit's worth of records
-         * waiting: a millisecond later, rather than more waiting. */
-        loop_timer_ms(r->rl_slice_ev, persist_backlogged(r) ? 1 : 0);
-        return;
-    }
-    relist_finish(r);
-}
-
-static void
-on_relist_slice(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    relist_slice(arg);
-}
-
-static void
-on_relist(enum docker_status st, struct docker_list *ans, size_t n,
-          const char *msg, void *arg)
-{
-    struct reaper *r = arg;
-
-    r->relist_req = NULL;
-    reaper_call_done(r, REAPER_CALL_DOCKER_LIST, r->relist_t0);
-    if (st != DOCKER_OK) {
-        uint64_t ms = backoff_delay_ms(
-            ++r->relist_failures, 250,
-            (uint64_t)r->cfg->docker_reconnect_max_ms, backoff_rand(&r->rnd));
-
-        docker_list_free(ans);
-        log_warn(NULL, "relist failed: %s; retrying in %llu ms", msg,
-                 (unsigned long long)ms);
-        loop_timer_ms(r->relist_timer, ms);
-        r->ntombs = 0;
-        return;
-    }
-    r->relist_failures = 0;
-    r->st.relists++;
-    r->rl_ans = ans;
-    r->rl_n = n;
-    r->rl_next = 0;
-    ctable_reserve(&r->tab, r->tab.n + n);
-    r->rl_incomplete = false;
-    relist_slice(r);
-}
-
-/* The answer lives in mappings of its own (docker_list_all), not in the
- * heap: once unmapped, the memory is the system's again, and no heap
- * trim (7-9 ms at 100,000 containers) is needed. */
-static void
-on_rl_free(evutil_socket_t fd, short what, void *arg)
-{
-    struct reaper *r = arg;
-    uint64_t t0 = loop_now_ns();
-
-    (void)fd;
-    (void)what;
-    while (r->rl_old != NULL) {
-        if (docker_list_free_some(r->rl_old, 1) == 1)
-            r->rl_old = NULL;
-        else if (loop_now_ns() - t0 >= r->rl_slice_ns) {
-            loop_timer_ms(r->rl_free_ev, 0);
-            return;
-        }
-    }
-}
-
-static void
-relist(struct reaper *r)
-{
-    if (r->relist_req != NULL) {
-        docker_cancel(r->relist_req);
-        r->relist_req = NULL;
-    }
-    /* Half taken in: the newer answer is the one to believe. */
-    relist_drop_answer(r);
-    r->ntombs = 0;
-    r->rl_managed = 0;
-    r->relist_gen++;
-    r->relist_t0 = loop_now_ms();
-    r->relist_req = docker_list_all(r->d, on_relist, r);
-    if (r->relist_req == NULL)
-        loop_timer_ms(r->relist_timer, 1000);
+    return persist_backlogged(arg);
 }
 
 /* Events were stepped over: a container may have exited unseen. A
@@ -1358,42 +1170,27 @@ on_gap(void *arg)
 {
     struct reaper *r = arg;
 
-    if (!evtimer_pending(r->relist_timer, NULL))
-        loop_timer_ms(r->relist_timer, 1000);
+    relist_soon(r->relist, 1000);
 }
 
 static void
 on_subscribed(void *arg)
 {
     struct reaper *r = arg;
+    struct outage_span ended;
 
     log_info(NULL, "docker events: subscribed (API %s); relisting",
              docker_api_version(r->d));
     r->subscribed_ns = report_now_ms() * 1000000;
     r->relisted = false;
-    r->lost_at_ms = 0;
-    if (docker_watch_after_outage(r->d) || r->outage_since_ms != 0) {
-        int64_t now = report_now_ms();
-        size_t k = r->noutages++ % OUTAGE_SPANS;
-
+    if (outage_back(&r->outage, report_now_ms(),
+                    docker_watch_after_outage(r->d), &ended)) {
         log_warn(NULL, "docker: the engine was down; containers found "
                        "exited now exited without a die event");
         r->outage_relist = docker_watch_after_outage(r->d);
-        r->outages[k].from = r->outage_since_ms ? r->outage_since_ms : now;
-        r->outages[k].to = now;
-        r->outages[k].down =
-            r->down_last_ms ? r->down_last_ms : r->outages[k].from;
-        r->outage_since_ms = 0;
-        r->down_last_ms = 0;
         if (r->store != NULL) {
-            int rc = store_set_checkpoint(r->store, OUTAGE_KEY, 0);
-
-            if (rc >= 0)
-                rc = store_set_checkpoint(r->store, LAST_OUTAGE_FROM_KEY,
-                                          r->outages[k].from);
-            if (rc >= 0)
-                rc = store_set_checkpoint(r->store, LAST_OUTAGE_TO_KEY, now);
-            persist_result(r, rc, "saving the events checkpoint");
+            persist_result(r, outage_save_end(r->store, &ended),
+                           "saving the events checkpoint");
             /* Rare, and a reapd killed before the group commit would
              * take a span that has ended for one still open. */
             persist_flush_now(r);
@@ -1418,8 +1215,7 @@ on_replayed(void *arg)
 {
     struct reaper *r = arg;
 
-    evtimer_del(r->relist_timer);
-    relist(r);
+    relist_send(r->relist);
 }
 
 static void
@@ -1429,45 +1225,21 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
 
     r->relisted = false;
     ready_turned(r);
-    if (r->lost_at_ms == 0)
-        r->lost_at_ms = report_now_ms();
-    if (docker_watch_unreachable(r->d))
-        r->down_last_ms = report_now_ms();
     /* The engine itself is down: committed before anything is said, so
      * that a reapd killed at any moment after and restarted before the
-     * engine is back knows (the group commit's few milliseconds were a
-     * window: a kill -9 right after the log line lost it). */
-    if (r->outage_since_ms == 0 && docker_watch_unreachable(r->d)) {
-        r->outage_since_ms = r->lost_at_ms;
-        if (r->store != NULL) {
-            persist_result(
-                r,
-                store_set_checkpoint(r->store, OUTAGE_KEY, r->outage_since_ms),
-                "saving the events checkpoint");
-            persist_flush_now(r);
-        }
+     * engine is back knows. */
+    if (outage_lost(&r->outage, report_now_ms(),
+                    docker_watch_unreachable(r->d)) &&
+        r->store != NULL) {
+        persist_result(r, outage_save_begin(r->store, &r->outage),
+                       "saving the events checkpoint");
+        persist_flush_now(r);
     }
     log_warn(NULL, "%s; reconnecting in %llu ms", why,
              (unsigned long long)retry_ms);
 }
 
 /* ---- public ----------------------------------------------------------- */
-
-/* The last outage an earlier run saw end: its exits are still told
- * apart after a restart. */
-static void
-load_last_outage(struct reaper *r)
-{
-    int64_t from, to;
-
-    if (store_get_checkpoint(r->store, LAST_OUTAGE_FROM_KEY, &from) !=
-            STORE_OK ||
-        store_get_checkpoint(r->store, LAST_OUTAGE_TO_KEY, &to) != STORE_OK ||
-        from <= 0 || to < from)
-        return;
-    r->outages[r->noutages++ % OUTAGE_SPANS] =
-        (struct outage_span){.from = from, .to = to, .down = from};
-}
 
 struct reaper *
 reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
@@ -1476,6 +1248,12 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     static const struct persist_cbs durable_cbs = {
         .delete_written = reaper_delete_written,
         .forget = reaper_forget,
+    };
+    static const struct relist_cbs relist_cbs = {
+        .answered = relist_answered,
+        .take = relist_take,
+        .finish = relist_finish,
+        .busy = relist_busy,
     };
     struct reaper *r = calloc(1, sizeof(*r));
 
@@ -1486,18 +1264,16 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->cfg = cfg;
     r->rl = rl;
     r->rnd = (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 8) ^ 7u;
-    r->tombs = calloc(MAX_TOMBSTONE, sizeof(*r->tombs));
     r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
-    r->relist_timer = evtimer_new(loop_base(l), on_relist_timer, r);
-    r->rl_free_ev = event_new(loop_base(l), -1, 0, on_rl_free, r);
-    r->rl_slice_ev = evtimer_new(loop_base(l), on_relist_slice, r);
-    r->rl_slice_ns = RELIST_SLICE_NS;
+    r->relist = relist_new(l, d, &relist_cbs, r);
     if (ctable_init(&r->tab) != 0 || persist_init(r, &durable_cbs) != 0 ||
-        r->tombs == NULL || r->grant_ev == NULL || r->relist_timer == NULL ||
-        r->rl_free_ev == NULL || r->rl_slice_ev == NULL) {
+        r->grant_ev == NULL || r->relist == NULL) {
         reaper_free(r);
         return NULL;
     }
+    if (cfg != NULL)
+        relist_set_retry_max_ms(r->relist,
+                                (uint64_t)cfg->docker_reconnect_max_ms);
     if (d != NULL) {
         docker_set_labels(d, wanted_label, r);
         docker_set_label_filter(d, kept_label, r);
@@ -1519,11 +1295,8 @@ reaper_free(struct reaper *r)
     }
     /* The reports of this turn are made: written before anything goes. */
     persist_commit_reports(r);
-    docker_cancel(r->relist_req);
-    docker_list_free(r->rl_ans);
-    r->rl_ans = NULL;
-    docker_list_free(r->rl_old);
-    r->rl_old = NULL;
+    relist_free(r->relist);
+    r->relist = NULL;
     taskwatch_cleanup(r);
     /* The checkpoint handed down stands: the holds let go now move it no
      * more, and the last flush writes it. */
@@ -1537,21 +1310,14 @@ reaper_free(struct reaper *r)
     persist_cleanup(r);
     if (r->grant_ev != NULL)
         event_free(r->grant_ev);
-    if (r->relist_timer != NULL)
-        event_free(r->relist_timer);
-    if (r->rl_free_ev != NULL)
-        event_free(r->rl_free_ev);
-    if (r->rl_slice_ev != NULL)
-        event_free(r->rl_slice_ev);
     ctable_cleanup(&r->tab);
-    free(r->tombs);
     free(r);
 }
 
 void
 reaper_set_relist_slice_ns(struct reaper *r, uint64_t ns)
 {
-    r->rl_slice_ns = ns;
+    relist_set_slice_ns(r->relist, ns);
 }
 
 void
@@ -1564,6 +1330,7 @@ void
 reaper_set_config(struct reaper *r, const struct config *cfg)
 {
     r->cfg = cfg;
+    relist_set_retry_max_ms(r->relist, (uint64_t)cfg->docker_reconnect_max_ms);
     /* max_in_flight may have grown. */
     event_active(r->grant_ev, EV_TIMEOUT, 0);
 }
@@ -1711,12 +1478,8 @@ reaper_start(struct reaper *r)
          * buffers. */
         if (store_get_checkpoint(r->store, CHECKPOINT_KEY, &since) != STORE_OK)
             since = 0;
-        /* The last run ended while the engine was down. */
-        if (store_get_checkpoint(r->store, OUTAGE_KEY, &r->outage_since_ms) !=
-                STORE_OK ||
-            r->outage_since_ms < 0)
-            r->outage_since_ms = 0;
-        load_last_outage(r);
+        /* The last run ended while the engine was down, or soon after. */
+        outage_load(&r->outage, r->store);
         return docker_watch_start(r->d, &cbs, r, since);
     }
     return docker_watch_start(r->d, &cbs, r, 0);
@@ -1744,6 +1507,7 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     struct rec *c;
 
     *out = r->st;
+    out->relists = relist_count(r->relist);
     out->engine_known = eng != NULL;
     if (eng != NULL)
         out->engine = *eng;

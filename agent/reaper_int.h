@@ -22,6 +22,7 @@
 #include "bounds.h"
 #include "ctable.h"
 #include "lifecycle.h"
+#include "outage.h"
 #include "persist.h"
 #include "reaper.h"
 
@@ -29,16 +30,6 @@ struct policy_label;
 
 #define MAX_PENDING    8
 #define CHECKPOINT_KEY "docker.events.time_nano"
-/* When the engine was lost, while it stays unreachable (wall ms; 0: it is
- * not): a reapd started during an outage learns of it from its
- * predecessor. */
-#define OUTAGE_KEY "docker.outage_since_ms"
-/* The last outage that ended (wall ms): a reapd killed soon after it
- * still says that a container which finished in it exited while the
- * engine was down (found by the chaos soak: a restart dropped the flag). */
-#define LAST_OUTAGE_FROM_KEY "docker.last_outage_from_ms"
-#define LAST_OUTAGE_TO_KEY   "docker.last_outage_to_ms"
-#define OUTAGE_SPANS         8
 /* Bytes of reports.jsonl whose reports the store holds (see report.h). */
 #define JOURNAL_KEY "reports.jsonl.end"
 /* Pending record changes written at once rather than at the loop turn's
@@ -48,9 +39,6 @@ struct policy_label;
  * (each line is a write to stderr, 100,000 at a start with 100,000
  * containers), and says how many there were. */
 #define RELIST_LOG_TRACKED 100
-#define MAX_TOMBSTONE      4096
-/* A relist's answer is taken in for at most this long per loop turn. */
-#define RELIST_SLICE_NS 1000000u
 /* An event up to this long before the subscription still counts as live
  * (the engine stamps it; reapd reads the same clock a little later). */
 #define LIVE_SLACK_NS 2000000000LL
@@ -151,10 +139,12 @@ struct reaper {
     size_t slots_used;
     struct event *grant_ev;
 
-    /* Relists. */
-    struct docker_req *relist_req;
-    uint64_t relist_t0;
-    uint32_t relist_gen; /* bumped when a relist is sent */
+    /* Relists: sent and taken in by relist.c; rl_taking and rl_managed
+     * cap the "tracking" lines one relist logs at info. */
+    struct relist *relist;
+    bool rl_taking;
+    size_t rl_managed;
+    uint32_t rl_log_gen;
     /* Wall time (ns) of the last subscription: an event before it is a
      * replay (since=), after it live. */
     int64_t subscribed_ns;
@@ -162,38 +152,12 @@ struct reaper {
     /* The subscription follows an engine outage: what the next complete
      * relist finds exited, exited while dockerd was down. */
     bool outage_relist;
-    /* The engine outage under way (wall ms it began; 0: none), and the
-     * last spans it was down, for FinishedAt (inspect) to be judged by. */
-    int64_t lost_at_ms;
-    int64_t outage_since_ms;
-    /* `down`: the last time in the span reapd found the engine itself
-     * down (its /version refused); `from` when it never did. */
-    struct outage_span {
-        int64_t from, to, down;
-    } outages[OUTAGE_SPANS];
-    int64_t down_last_ms; /* the same for the outage going on */
-    size_t noutages;
-    unsigned relist_failures;
-    struct event *relist_timer;
-    struct event *rl_free_ev; /* gives rl_old back, a slice per turn */
-    /* A relist's answer being taken in, a slice per loop turn: entries
-     * before `rl_next` are done; the tombstones go on being kept until
-     * the last. */
-    struct docker_list *rl_ans;
-    struct docker_list *rl_old; /* dropped, being given back */
-    bool rl_taking;             /* inside relist_take */
-    size_t rl_managed;          /* put under a policy by this relist */
-    size_t rl_n, rl_next;
-    bool rl_incomplete;
-    struct event *rl_slice_ev;
-    uint64_t rl_slice_ns;       /* RELIST_SLICE_NS, but for tests */
-    char (*tombs)[CTR_ID_SIZE]; /* destroyed while a relist was in flight */
+    struct outages outage; /* the engine's, for exits in them */
     /* The events checkpoint: the last event's time, and the records
      * still discovering that hold it back. */
     int64_t last_ev_nano;
     struct rec *holds, *holds_tail;
     bool stopping; /* in reaper_free */
-    size_t ntombs;
 
     /* The containerd channel (NULL: Docker-only mode). */
     struct ctrd *ctrd;
