@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "docker.h"
 #include "log.h"
 #include "loop.h"
 #include "policy.h"
@@ -320,4 +322,77 @@ rec_arm(struct rec *c, struct event **ev, event_callback_fn fn, uint64_t ms)
         }
     }
     loop_timer_ms(*ev, ms);
+}
+
+/* ---- a record's metadata from an event ------------------------------ */
+
+/* The engine's own attributes: on a create event only name and image
+ * (anything else there is a label), on the others a few more. */
+static bool
+is_meta_attr(const char *k, enum event_action action)
+{
+    if (strcmp(k, "name") == 0 || strcmp(k, "image") == 0)
+        return true;
+    return action != DOCKER_EV_CREATE &&
+           (strcmp(k, "exitCode") == 0 || strcmp(k, "signal") == 0 ||
+            strcmp(k, "execID") == 0 || strcmp(k, "execDuration") == 0);
+}
+
+/* The labels the current policies name: kept whatever the input limits. */
+bool
+rec_wanted_label(const char *key, size_t len, void *arg)
+{
+    const struct reaper *r = arg;
+
+    return r->cfg != NULL &&
+           policy_set_names_label(&r->cfg->policies, key, len);
+}
+
+/* The operator's filter of the current config (config "labels"): read at
+ * each label, so a reload applies to what is taken in after it. */
+bool
+rec_kept_label(const char *key, size_t len, void *arg)
+{
+    const struct reaper *r = arg;
+
+    return r->cfg == NULL || label_filter_keeps(&r->cfg->labels, key, len);
+}
+
+static bool
+label_taken(struct reaper *r, const char *key, size_t len)
+{
+    return rec_wanted_label(key, len, r) || rec_kept_label(key, len, r);
+}
+
+/* Until list answers, the event's attributes are the best guess of the
+ * labels (the engine merges labels with a few fields of its own). The
+ * events parser has bounded them already (bounds.h). */
+void
+rec_meta_from_event(struct rec *c, const struct docker_event *ev)
+{
+    struct policy_label *labels;
+    size_t i, n = 0;
+    bool cut = ev->attrs_dropped > 0;
+
+    labels = calloc(ev->nattrs ? ev->nattrs : 1, sizeof(*labels));
+    if (labels == NULL) {
+        log_error(c->id, "out of memory copying labels");
+        return;
+    }
+    for (i = 0; i < ev->nattrs; i++) {
+        const char *k = ev->attrs[i].key;
+
+        /* The parser lets the engine's exitCode through unfiltered; on a
+         * create event, one is a label. */
+        if (is_meta_attr(k, ev->action) || !label_taken(c->r, k, strlen(k)))
+            continue;
+        labels[n].key = (char *)ev->attrs[i].key;
+        labels[n].value = (char *)ev->attrs[i].value;
+        cut = cut || ev->attrs[i].truncated;
+        n++;
+    }
+    if (rec_set_meta(c, ev->name, ev->image, labels, n, cut,
+                     ev->name_truncated || ev->image_truncated) != 0)
+        log_error(c->id, "out of memory copying labels");
+    free(labels);
 }

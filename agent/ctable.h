@@ -1,7 +1,7 @@
 /*
  * ctable — the reaper's table of container records (struct rec, in
  * reaper_int.h), by id, and the one block each record keeps its name,
- * image and labels in.
+ * image and labels in, taken from an event until a list answers.
  *
  * A chained hash on the id's first 16 hex digits (ids are random), grown
  * by doubling. Embedded in struct reaper; its fields are the table's own.
@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 struct rec;
+struct docker_event;
 struct policy_label;
 
 struct ctable {
@@ -76,6 +77,17 @@ struct rec **ctable_collect_front(const struct ctable *t, ctable_pick_fn stop,
 int rec_set_meta(struct rec *c, const char *name, const char *image,
                  const struct policy_label *labels, size_t n, bool labels_cut,
                  bool meta_cut);
+/* Until a list answers, an event's attributes are the best guess of the
+ * labels (the engine merges labels with a few fields of its own): they
+ * are c's metadata, the labels kept as rec_wanted_label and
+ * rec_kept_label say. Out of memory: logged, c unchanged. */
+void rec_meta_from_event(struct rec *c, const struct docker_event *ev);
+/* The labels the current policies name (`arg` the reaper): kept whatever
+ * the input limits. */
+bool rec_wanted_label(const char *key, size_t len, void *arg);
+/* The operator's label filter of the current config (config "labels"),
+ * read at each label so that a reload applies at once. */
+bool rec_kept_label(const char *key, size_t len, void *arg);
 /* Frees c's block; name, image and labels become NULL. */
 void rec_free_meta(struct rec *c);
 /* *dst becomes a copy of src (or NULL), the old one freed; out of memory,

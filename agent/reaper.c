@@ -10,12 +10,13 @@
  * decided on half the facts.
  *
  * This file is the driver: it feeds observations to the lifecycle and
- * carries out its actions (engine calls, timers, removal slots), decides
- * policies, reads the events stream, reconciles relists, and alone
- * creates, resumes and forgets records. Below it, on the same struct
- * reaper (reaper_int.h): ctable.c (the records by id), persist.c (the
- * durable layer), taskwatch.c (the containerd channel); they call back only
- * through the callbacks given here.
+ * carries out its actions (engine calls, timers), decides policies,
+ * reads the events stream, and alone creates, resumes and forgets
+ * records. Below it: ctable.c (the records by id, their metadata),
+ * relist.c (the engine's whole list, taken in slices), outage.c (when
+ * the engine was down), slots.c (removal slots), taskwatch.c (the
+ * containerd channel) and persist.c (the durable layer); those that
+ * report back do so only through the callbacks given here.
  */
 #include "reaper.h"
 
@@ -35,6 +36,7 @@
 #include "reaper_int.h"
 #include "outage.h"
 #include "record.h"
+#include "slots.h"
 #include "relist.h"
 #include "report.h"
 #include "store.h"
@@ -124,75 +126,11 @@ static bool reaper_feed(struct rec *c, const struct lc_obs *o);
 static bool reaper_feed_kind(struct rec *c, enum lc_obs_kind kind);
 static void reaper_forget(struct rec *c);
 
-/* ---- slots ------------------------------------------------------------ */
-
+/* A removal slot is granted (slots.c). */
 static void
-queue_remove(struct rec *c)
+on_slot(struct rec *c)
 {
-    struct reaper *r = c->r;
-
-    if (!c->slot_queued)
-        return;
-    if (c->qprev != NULL)
-        c->qprev->qnext = c->qnext;
-    else
-        r->qhead = c->qnext;
-    if (c->qnext != NULL)
-        c->qnext->qprev = c->qprev;
-    else
-        r->qtail = c->qprev;
-    c->qprev = c->qnext = NULL;
-    c->slot_queued = false;
-}
-
-static void
-on_grant(evutil_socket_t fd, short what, void *arg)
-{
-    struct reaper *r = arg;
-    int64_t max = r->cfg->delete_max_in_flight;
-
-    (void)fd;
-    (void)what;
-    while (r->qhead != NULL && (int64_t)r->slots_used < max) {
-        struct rec *c = r->qhead;
-
-        queue_remove(c);
-        c->slot_held = true;
-        r->slots_used++;
-        reaper_feed_kind(c, OBS_SLOT);
-    }
-}
-
-/* Joins the queue for a removal slot (delete.max_in_flight); OBS_SLOT
- * when granted. */
-static void
-slot_want(struct rec *c)
-{
-    struct reaper *r = c->r;
-
-    if (c->slot_queued || c->slot_held)
-        return;
-    c->slot_queued = true;
-    c->qprev = r->qtail;
-    if (r->qtail != NULL)
-        r->qtail->qnext = c;
-    else
-        r->qhead = c;
-    r->qtail = c;
-    event_active(r->grant_ev, EV_TIMEOUT, 0);
-}
-
-static void
-slot_drop(struct rec *c)
-{
-    struct reaper *r = c->r;
-
-    queue_remove(c);
-    if (c->slot_held) {
-        c->slot_held = false;
-        r->slots_used--;
-        event_active(r->grant_ev, EV_TIMEOUT, 0);
-    }
+    reaper_feed_kind(c, OBS_SLOT);
 }
 
 /* ---- engine calls ----------------------------------------------------- */
@@ -460,10 +398,10 @@ apply(struct rec *c, const struct lc_result *res)
             disarm(c->giveup);
             break;
         case ACT_WANT_SLOT:
-            slot_want(c);
+            slots_want(&c->r->slots, c);
             break;
         case ACT_DROP_SLOT:
-            slot_drop(c);
+            slots_drop(&c->r->slots, c);
             break;
         case ACT_WARN:
             r->st.cleanup_slow++;
@@ -606,7 +544,7 @@ reaper_forget(struct rec *c)
     ctrd_cancel(c->task_req);
     ctrd_cancel(c->task_del_req);
     ctrd_cancel(c->ctr_del_req);
-    slot_drop(c);
+    slots_drop(&c->r->slots, c);
     if (c->step != NULL)
         event_free(c->step);
     if (c->warn != NULL)
@@ -789,77 +727,6 @@ meta_fetch(struct rec *c)
 
 /* ---- events ----------------------------------------------------------- */
 
-/* The engine's own attributes: on a create event only name and image
- * (anything else there is a label), on the others a few more. */
-static bool
-is_meta_attr(const char *k, enum event_action action)
-{
-    if (strcmp(k, "name") == 0 || strcmp(k, "image") == 0)
-        return true;
-    return action != DOCKER_EV_CREATE &&
-           (strcmp(k, "exitCode") == 0 || strcmp(k, "signal") == 0 ||
-            strcmp(k, "execID") == 0 || strcmp(k, "execDuration") == 0);
-}
-
-/* The labels the current policies name: kept whatever the input limits. */
-static bool
-wanted_label(const char *key, size_t len, void *arg)
-{
-    const struct reaper *r = arg;
-
-    return r->cfg != NULL &&
-           policy_set_names_label(&r->cfg->policies, key, len);
-}
-
-/* The operator's filter of the current config (config "labels"): read at
- * each label, so a reload applies to what is taken in after it. */
-static bool
-kept_label(const char *key, size_t len, void *arg)
-{
-    const struct reaper *r = arg;
-
-    return r->cfg == NULL || label_filter_keeps(&r->cfg->labels, key, len);
-}
-
-static bool
-label_taken(struct reaper *r, const char *key, size_t len)
-{
-    return wanted_label(key, len, r) || kept_label(key, len, r);
-}
-
-/* Until list answers, the event's attributes are the best guess of the
- * labels (the engine merges labels with a few fields of its own). The
- * events parser has bounded them already (bounds.h). */
-static void
-meta_from_event(struct rec *c, const struct docker_event *ev)
-{
-    struct policy_label *labels;
-    size_t i, n = 0;
-    bool cut = ev->attrs_dropped > 0;
-
-    labels = calloc(ev->nattrs ? ev->nattrs : 1, sizeof(*labels));
-    if (labels == NULL) {
-        log_error(c->id, "out of memory copying labels");
-        return;
-    }
-    for (i = 0; i < ev->nattrs; i++) {
-        const char *k = ev->attrs[i].key;
-
-        /* The parser lets the engine's exitCode through unfiltered; on a
-         * create event, one is a label. */
-        if (is_meta_attr(k, ev->action) || !label_taken(c->r, k, strlen(k)))
-            continue;
-        labels[n].key = (char *)ev->attrs[i].key;
-        labels[n].value = (char *)ev->attrs[i].value;
-        cut = cut || ev->attrs[i].truncated;
-        n++;
-    }
-    if (rec_set_meta(c, ev->name, ev->image, labels, n, cut,
-                     ev->name_truncated || ev->image_truncated) != 0)
-        log_error(c->id, "out of memory copying labels");
-    free(labels);
-}
-
 /*
  * A live create event carries everything the policy needs: the labels
  * (the engine merges them into the attributes), the name and the image.
@@ -988,7 +855,7 @@ take_event(struct reaper *r, const struct docker_event *ev)
         c = rec_new(r, ev->id);
         if (c == NULL)
             return;
-        meta_from_event(c, ev);
+        rec_meta_from_event(c, ev);
         if (decidable_on_create(r, c, ev)) {
             static const struct lc_inspect created = {.run = LC_RUN_CREATED};
 
@@ -1264,10 +1131,12 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
     r->cfg = cfg;
     r->rl = rl;
     r->rnd = (uint32_t)loop_now_ms() ^ ((uint32_t)getpid() << 8) ^ 7u;
-    r->grant_ev = event_new(loop_base(l), -1, 0, on_grant, r);
     r->relist = relist_new(l, d, &relist_cbs, r);
-    if (ctable_init(&r->tab) != 0 || persist_init(r, &durable_cbs) != 0 ||
-        r->grant_ev == NULL || r->relist == NULL) {
+    if (slots_init(&r->slots, loop_base(l),
+                   cfg != NULL ? cfg->delete_max_in_flight : 1,
+                   on_slot) != 0 ||
+        ctable_init(&r->tab) != 0 || persist_init(r, &durable_cbs) != 0 ||
+        r->relist == NULL) {
         reaper_free(r);
         return NULL;
     }
@@ -1275,8 +1144,8 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
         relist_set_retry_max_ms(r->relist,
                                 (uint64_t)cfg->docker_reconnect_max_ms);
     if (d != NULL) {
-        docker_set_labels(d, wanted_label, r);
-        docker_set_label_filter(d, kept_label, r);
+        docker_set_labels(d, rec_wanted_label, r);
+        docker_set_label_filter(d, rec_kept_label, r);
     }
     return r;
 }
@@ -1308,8 +1177,7 @@ reaper_free(struct reaper *r)
         reaper_forget(c);
     }
     persist_cleanup(r);
-    if (r->grant_ev != NULL)
-        event_free(r->grant_ev);
+    slots_cleanup(&r->slots);
     ctable_cleanup(&r->tab);
     free(r);
 }
@@ -1332,7 +1200,7 @@ reaper_set_config(struct reaper *r, const struct config *cfg)
     r->cfg = cfg;
     relist_set_retry_max_ms(r->relist, (uint64_t)cfg->docker_reconnect_max_ms);
     /* max_in_flight may have grown. */
-    event_active(r->grant_ev, EV_TIMEOUT, 0);
+    slots_set_max(&r->slots, cfg->delete_max_in_flight);
 }
 
 void
@@ -1541,10 +1409,8 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
     out->containerd = r->ctrd != NULL;
     out->containerd_connected =
         r->ctrd != NULL && ctrd_watch_connected(r->ctrd);
-    out->slots_used = r->slots_used;
-    out->slots_waiting = 0;
-    for (c = r->qhead; c != NULL; c = c->qnext)
-        out->slots_waiting++;
+    out->slots_used = r->slots.used;
+    out->slots_waiting = r->slots.waiting;
 }
 
 void

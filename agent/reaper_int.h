@@ -1,14 +1,14 @@
 /*
  * reaper_int — the reaper's private parts, shared by the files that make
- * it up: the driver (reaper.c), and below it the record table (ctable.c),
- * the containerd channel (taskwatch.c) and the durable layer (persist.c),
- * which call back up only through the callbacks the driver gives them.
- * Nothing outside them includes this header; the reaper's interface is
- * reaper.h.
+ * it up: the driver (reaper.c), and below it the record table
+ * (ctable.c), the removal slots (slots.c), the containerd channel
+ * (taskwatch.c) and the durable layer (persist.c and the modules it is
+ * made of), which call back up only through the callbacks the driver
+ * gives them. Nothing else includes this header; the reaper's interface
+ * is reaper.h.
  *
  * One owner, several files: `struct reaper` holds a sub-struct for each
- * part that has state of its own (the table, the containerd audit, the
- * durable state), each with its own init and cleanup.
+ * part that has state of its own, each with its own init and cleanup.
  */
 #ifndef REAPD_REAPER_INT_H
 #define REAPD_REAPER_INT_H
@@ -24,6 +24,7 @@
 #include "lifecycle.h"
 #include "outage.h"
 #include "persist.h"
+#include "slots.h"
 #include "reaper.h"
 
 struct policy_label;
@@ -135,9 +136,7 @@ struct reaper {
 
     struct ctable tab; /* every record, by id */
 
-    struct rec *qhead, *qtail; /* waiting for a removal slot */
-    size_t slots_used;
-    struct event *grant_ev;
+    struct slots slots; /* removal slots, delete.max_in_flight */
 
     /* Relists: sent and taken in by relist.c; rl_taking and rl_managed
      * cap the "tracking" lines one relist logs at info. */
