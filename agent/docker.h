@@ -3,9 +3,10 @@
  *
  * Four calls (version, list, inspect, delete) and one long-lived events
  * subscription, all through the loop's libcurl multi handle, none
- * blocking. Engine answers are parsed into bounded structs and validated
- * (ids are 64 hex, states are known words); anything else is a failed
- * call with a message, never a crash.
+ * blocking. Engine answers are read by docker_parse.h (included here: its
+ * structs are what the callbacks hand over) into bounded structs and
+ * validated; anything else is a failed call with a message, never a
+ * crash.
  *
  * The subscription (docker_watch) reconnects by itself forever, with
  * capped exponential backoff and jitter, re-negotiating the API version
@@ -24,18 +25,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "bounds.h"
+#include "docker_parse.h"
 #include "events.h"
-#include "lifecycle.h"
-#include "policy.h"
 
 struct loop;
 struct docker;
 struct docker_req;
-
-/* The oldest and newest Engine API versions reapd speaks. */
-#define DOCKER_API_MIN "1.24"
-#define DOCKER_API_MAX "1.51"
 
 enum docker_status {
     DOCKER_OK,
@@ -44,24 +39,8 @@ enum docker_status {
     DOCKER_FAILED,    /* timeout, unreachable, 5xx, other 4xx, bad JSON */
 };
 
-/* One container as list or inspect describes it. All owned by the
- * docker module; valid during the callback only. */
-struct docker_container {
-    char id[CTR_ID_SIZE];
-    const char *name;  /* without the leading "/"; may be NULL */
-    const char *image; /* Config.Image (inspect) or Image (list) */
-    const struct policy_label *labels;
-    size_t nlabels;
-    /* Over the limits of bounds.h: a label was dropped or a value cut;
-     * the name or image is a prefix (a policy glob must not match it). */
-    bool labels_truncated;
-    bool name_truncated;
-    bool image_truncated;
-    struct lc_inspect state; /* list answers: has_exit_code false */
-    const char *started_at;  /* RFC 3339, NULL if never */
-    const char *finished_at; /* RFC 3339, NULL if never */
-};
-
+/* The containers a callback is given (docker_parse.h) are the docker
+ * module's, valid during the callback only. */
 typedef void (*docker_inspect_cb)(enum docker_status st,
                                   const struct docker_container *c,
                                   const char *msg, void *arg);
@@ -72,8 +51,7 @@ typedef void (*docker_delete_cb)(enum docker_status st, long http_status,
                                  const char *msg, void *arg);
 /* A list answer handed over: `l` (NULL unless DOCKER_OK) is the
  * callee's, to read with docker_list_entry and free with
- * docker_list_free; `n` entries. */
-struct docker_list;
+ * docker_list_free (docker_parse.h); `n` entries. */
 typedef void (*docker_list_owned_cb)(enum docker_status st,
                                      struct docker_list *l, size_t n,
                                      const char *msg, void *arg);
@@ -97,18 +75,9 @@ void docker_set_label_filter(struct docker *d, events_label_cb kept,
 /* The API version in use ("1.41"), once negotiated; else NULL. */
 const char *docker_api_version(const struct docker *d);
 
-/* What the engine says it is, from its /version answer. Each string is
- * "" when the engine did not say, or said something other than a version
- * (only letters, digits and . + ~ _ - : are taken, at most 63). */
-struct docker_engine_info {
-    char api[16];                /* the version reapd uses with it */
-    char engine_api[16];         /* the engine's own ApiVersion */
-    char version[64];            /* dockerd's, "20.10.24+dfsg1" */
-    char containerd_version[64]; /* its containerd's, "1.6.20~ds1" */
-};
-
-/* Read again at every (re)subscription, since the engine may have been
- * upgraded under reapd; NULL until the first /version answer. */
+/* What the engine says it is (docker_parse.h), read again at every
+ * (re)subscription, since the engine may have been upgraded under reapd;
+ * NULL until the first /version answer. */
 const struct docker_engine_info *docker_engine(const struct docker *d);
 
 /*
@@ -121,24 +90,12 @@ struct docker_req *docker_inspect(struct docker *d, const char *id,
                                   docker_inspect_cb cb, void *arg);
 struct docker_req *docker_list(struct docker *d, const char *id,
                                docker_list_cb cb, void *arg);
-/* Every container, the answer handed to the callback to keep: a relist
- * of 100,000 containers is read an entry at a time, in slices between
- * loop turns, after the call is done (reading it whole into an array
- * held the loop 80 ms). */
+/* Every container, the answer handed to the callback to keep: it is read
+ * an entry at a time (docker_list_entry), in slices between loop turns
+ * after the call is done, so that a large answer never holds the loop
+ * for long. */
 struct docker_req *docker_list_all(struct docker *d, docker_list_owned_cb cb,
                                    void *arg);
-/* Entry i of a handed-over answer (i < n) in *out, valid until the next
- * call or docker_list_free: 0; 1 for an entry without a valid Id or State
- * (said in the log; not taken); -1 when its labels find no memory (the
- * answer cannot be taken whole: a decision on part of its labels could
- * pick the wrong policy). The labels kept follow the rules of the list. */
-int docker_list_entry(struct docker_list *l, size_t i,
-                      const struct docker_container **out);
-void docker_list_free(struct docker_list *l);
-/* Frees `l` a part at a time: up to `max` of its 1 MiB pieces per call;
- * 1 once all is freed (`l` is gone), 0 while some is left (then `l` may
- * only be passed here again or to docker_list_free). NULL: 1. */
-int docker_list_free_some(struct docker_list *l, size_t max);
 struct docker_req *docker_delete(struct docker *d, const char *id, bool force,
                                  bool volumes, docker_delete_cb cb, void *arg);
 /* No callback runs after this. NULL is fine. */
@@ -186,51 +143,5 @@ bool docker_watch_unreachable(const struct docker *d);
 /* Events that could not be read (malformed, too deep, too big as sent),
  * stepped over without a reconnect; see events.h. */
 uint64_t docker_watch_rejected(const struct docker *d);
-
-/* Parsers, exposed for tests: fill `out` from an engine answer. They
- * return 0, or -1 with a message in `err`. The results live in `ctx`
- * until docker_parsed_free. */
-struct docker_parsed;
-int docker_parse_inspect(const char *body, size_t len,
-                         struct docker_parsed **ctx,
-                         const struct docker_container **out, char *err,
-                         size_t errlen);
-int docker_parse_list(const char *body, size_t len, struct docker_parsed **ctx,
-                      const struct docker_container **out, size_t *n,
-                      char *err, size_t errlen);
-/* The API version to use given the engine's ApiVersion and
- * MinAPIVersion: "1.41" etc. into `out`. -1 if the engine is too old. */
-int docker_parse_version(const char *body, size_t len, char *out,
-                         size_t outlen, char *err, size_t errlen);
-/* The same, and what the engine says of itself (Version, and the
- * Version of its "containerd" component), into `out`. */
-int docker_parse_engine(const char *body, size_t len,
-                        struct docker_engine_info *out, char *err,
-                        size_t errlen);
-void docker_parsed_free(struct docker_parsed *ctx);
-
-/* The label rules of a parse: `wanted` and `kept` as docker_set_labels
- * and docker_set_label_filter take them (either may be NULL). */
-struct docker_label_rules {
-    events_label_cb wanted;
-    void *wanted_arg;
-    events_label_cb kept;
-    void *kept_arg;
-};
-/* docker_parse_inspect and docker_parse_list under `rules` (NULL: none),
- * the body fed in pieces of `chunk` bytes (0: whole) as from the engine. */
-int docker_parse_inspect_with(const char *body, size_t len, size_t chunk,
-                              const struct docker_label_rules *rules,
-                              struct docker_parsed **ctx,
-                              const struct docker_container **out, char *err,
-                              size_t errlen);
-int docker_parse_list_with(const char *body, size_t len, size_t chunk,
-                           const struct docker_label_rules *rules,
-                           struct docker_parsed **ctx,
-                           const struct docker_container **out, size_t *n,
-                           char *err, size_t errlen);
-
-/* Is `s` exactly 64 lowercase hex digits? */
-bool docker_valid_id(const char *s);
 
 #endif

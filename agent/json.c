@@ -1001,6 +1001,186 @@ structural(unsigned char c)
            c == '[' || c == ']';
 }
 
+/* Where feed_cutting is in its chunk. */
+struct cut {
+    const unsigned char *buf, *end;
+    size_t len;
+    size_t at0;  /* the input offset of buf[0] */
+    size_t i;    /* the next byte to look at */
+    size_t from; /* the first byte not yet handed to yajl or stepped over */
+};
+
+/* A string opens; a cut may fall at `safe_at` at the earliest. */
+static void
+string_opens(struct json_stream *s, size_t safe_at)
+{
+    s->scan = SCAN_IN;
+    s->sraw = 0;
+    s->esc = 0;
+    s->utf_left = 0;
+    s->safe_at = safe_at;
+    s->bare = 0;
+}
+
+/*
+ * The common cases at memchr speed: the gap up to a string, and a string
+ * without escapes that closes within the limit (where it could be cut is
+ * then of no interest). 1 when k->i moved on past them (or is at the
+ * end), 0 when the byte at k->i is to be stepped over one at a time;
+ * both give the same state.
+ */
+static int
+skim(struct json_stream *s, struct cut *k)
+{
+    const unsigned char *q;
+    size_t run;
+
+    if (s->scan == SCAN_OUT) {
+        /* Gaps and strings are short: a plain loop beats memchr. */
+        q = find_stop(k->buf + k->i, k->end, 0);
+        if (q == k->end || s->bare + (size_t)(q - (k->buf + k->i)) > BARE_MAX)
+            return 0;
+        k->i = (size_t)(q - k->buf) + 1;
+        string_opens(s, k->at0 + k->i);
+    }
+    if (s->scan == SCAN_IN && s->esc == 0 && s->utf_left == 0) {
+        q = find_stop(k->buf + k->i, k->end, 1);
+        run = (size_t)(q - (k->buf + k->i));
+        if (q < k->end && *q == '"' && run <= s->lim.max_string - s->sraw) {
+            k->i += run + 1;
+            s->scan = SCAN_OUT;
+            return 1;
+        }
+    }
+    return k->i == k->len;
+}
+
+/* One byte `c` between strings: 0, or -1 on a bare token too long. */
+static int
+step_out(struct json_stream *s, struct cut *k, unsigned char c)
+{
+    if (c == '"') {
+        string_opens(s, k->at0 + k->i + 1);
+    } else if (structural(c)) {
+        s->bare = 0;
+    } else if (++s->bare > BARE_MAX) {
+        /* Whatever came before it is read first, as it would be had the
+         * input been cut just before this byte. */
+        if (hand_upto(s, k->buf, k->from, k->at0, k->at0 + k->i) != 0)
+            return -1;
+        fail(s, k->at0 + k->i, "token longer than %zu bytes", BARE_MAX);
+        return -1;
+    }
+    k->i++;
+    return 0;
+}
+
+/* One byte `c` inside a string: where it could be cut follows it, and
+ * past max_string what is safe goes to yajl and the rest is stepped
+ * over. 0, or -1 when yajl fails. */
+static int
+step_in(struct json_stream *s, struct cut *k, unsigned char c)
+{
+    k->i++;
+    /* A UTF-8 sequence ends at its last continuation byte or at the
+     * first byte that cannot continue it. Such a string is not UTF-8
+     * whatever follows (yajl refuses it once it sees the sequence), so a
+     * cut may fall before that byte: the unsafe tail stays one sequence
+     * or one escape, never an escape inside a sequence that never ends. */
+    if (s->utf_left > 0 && (c & 0xC0) != 0x80) {
+        s->utf_left = 0;
+        s->safe_at = k->at0 + k->i - 1;
+    }
+    if (s->esc == 1)
+        s->esc = c == 'u' ? 5 : 0;
+    else if (s->esc > 1)
+        s->esc = s->esc == 2 ? 0 : s->esc - 1;
+    else if (c == '\\')
+        s->esc = 1;
+    else if (c == '"') {
+        s->scan = SCAN_OUT;
+        return 0;
+    } else if (s->utf_left > 0)
+        s->utf_left--;
+    else if (c >= 0xC0)
+        s->utf_left = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+    /* A cut may fall only where the prefix stays within max_string and
+     * is valid on its own. */
+    if (++s->sraw <= s->lim.max_string) {
+        if (s->esc == 0 && s->utf_left == 0)
+            s->safe_at = k->at0 + k->i;
+        return 0;
+    }
+    if (hand_upto(s, k->buf, k->from, k->at0, s->safe_at) != 0)
+        return -1;
+    s->carry_len = 0;
+    s->scan = SCAN_SKIP;
+    s->esc = s->esc == 1; /* a backslash escapes on */
+    k->from = k->i;
+    return 0;
+}
+
+/* One byte `c` of a string past its cut: at its closing quote yajl is
+ * handed a quote of its own. 0, or -1 when yajl fails. */
+static int
+step_skip(struct json_stream *s, struct cut *k, unsigned char c)
+{
+    const unsigned char *p;
+
+    if (s->esc) {
+        s->esc = 0;
+    } else if (c == '\\') {
+        s->esc = 1;
+    } else if (c == '"') {
+        s->trunc_next = 1;
+        s->trunc_raw = s->sraw;
+        s->scan = SCAN_OUT;
+        if (piece(s, (const unsigned char *)"\"", 1, k->at0 + k->i) != 0)
+            return -1;
+        k->from = ++k->i;
+        return 0;
+    } else {
+        /* Step over plain bytes without the state machine. */
+        p = find_stop(k->buf + k->i, k->end, 1);
+        s->sraw += (size_t)(p - (k->buf + k->i));
+        k->i = (size_t)(p - k->buf);
+        return 0;
+    }
+    s->sraw++;
+    k->i++;
+    return 0;
+}
+
+/* The chunk is scanned: what is safe goes to yajl; inside a string the
+ * unsafe tail, at most one escape or UTF-8 sequence, is carried over to
+ * the next chunk. */
+static int
+cut_end(struct json_stream *s, const struct cut *k)
+{
+    size_t keep;
+
+    switch (s->scan) {
+    case SCAN_OUT:
+        return hand_upto(s, k->buf, k->from, k->at0, k->at0 + k->len);
+    case SCAN_IN:
+        if (hand_upto(s, k->buf, k->from, k->at0, s->safe_at) != 0)
+            return -1;
+        keep = s->safe_at > k->at0 + k->from ? s->safe_at - k->at0 : k->from;
+        if (s->carry_len + (k->len - keep) > sizeof s->carry) {
+            fail(s, k->at0 + keep, "internal error: string scanner");
+            return -1;
+        }
+        if (s->carry_len == 0)
+            s->carry_at = k->at0 + keep;
+        memcpy(s->carry + s->carry_len, k->buf + keep, k->len - keep);
+        s->carry_len += k->len - keep;
+        return 0;
+    case SCAN_SKIP:
+        return 0;
+    }
+    return 0;
+}
+
 /*
  * Feeds a chunk with long strings cut short. A string that fits reaches
  * yajl whole, usually in the same call as the bytes around it. One that
@@ -1012,9 +1192,8 @@ structural(unsigned char c)
 static int
 feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
 {
-    size_t at0 = s->total, i = 0, from = 0, keep, run;
-    const unsigned char *q, *end = buf + len;
-    unsigned char c;
+    struct cut k = {buf, buf + len, len, s->total, 0, 0};
+    int rc = 0;
 
     s->total += len;
     /* A whole line that is no longer than max_string cannot hold a string
@@ -1024,146 +1203,26 @@ feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
     if (s->scan == SCAN_OUT && s->carry_len == 0 && len <= s->lim.max_string &&
         buf[len - 1] == '\n') {
         s->bare = 0;
-        return piece(s, buf, len, at0);
+        return piece(s, buf, len, k.at0);
     }
-    while (i < len) {
-        /* The common cases at memchr speed: the gap up to a string, and
-         * a string without escapes that closes within the limit (where it
-         * could be cut is then of no interest). The loop below steps byte
-         * by byte only where it must; both give the same state. */
-        if (s->scan == SCAN_OUT) {
-            /* Gaps and strings are short: a plain loop beats memchr. */
-            q = find_stop(buf + i, end, 0);
-            if (q == end || s->bare + (size_t)(q - (buf + i)) > BARE_MAX)
-                goto step;
-            i = (size_t)(q - buf) + 1;
-            s->scan = SCAN_IN;
-            s->sraw = 0;
-            s->esc = 0;
-            s->utf_left = 0;
-            s->safe_at = at0 + i;
-            s->bare = 0;
-        }
-        if (s->scan == SCAN_IN && s->esc == 0 && s->utf_left == 0) {
-            q = find_stop(buf + i, end, 1);
-            run = (size_t)(q - (buf + i));
-            if (q < end && *q == '"' && run <= s->lim.max_string - s->sraw) {
-                i += run + 1;
-                s->scan = SCAN_OUT;
-                continue;
-            }
-        }
-        if (i == len)
-            break;
-    step:
-        c = buf[i];
+    while (k.i < len) {
+        if (skim(s, &k))
+            continue;
         switch (s->scan) {
         case SCAN_OUT:
-            if (c == '"') {
-                s->scan = SCAN_IN;
-                s->sraw = 0;
-                s->esc = 0;
-                s->utf_left = 0;
-                s->safe_at = at0 + i + 1;
-                s->bare = 0;
-            } else if (structural(c)) {
-                s->bare = 0;
-            } else if (++s->bare > BARE_MAX) {
-                /* Whatever came before it is read first, as it would be
-                 * had the input been cut just before this byte. */
-                if (hand_upto(s, buf, from, at0, at0 + i) != 0)
-                    return -1;
-                fail(s, at0 + i, "token longer than %zu bytes", BARE_MAX);
-                return -1;
-            }
-            i++;
+            rc = step_out(s, &k, buf[k.i]);
             break;
         case SCAN_IN:
-            i++;
-            /* A UTF-8 sequence ends at its last continuation byte or at
-             * the first byte that cannot continue it. Such a string is
-             * not UTF-8 whatever follows (yajl refuses it once it sees
-             * the sequence), so a cut may fall before that byte: the
-             * unsafe tail stays one sequence or one escape, never an
-             * escape inside a sequence that never ends. */
-            if (s->utf_left > 0 && (c & 0xC0) != 0x80) {
-                s->utf_left = 0;
-                s->safe_at = at0 + i - 1;
-            }
-            if (s->esc == 1)
-                s->esc = c == 'u' ? 5 : 0;
-            else if (s->esc > 1)
-                s->esc = s->esc == 2 ? 0 : s->esc - 1;
-            else if (c == '\\')
-                s->esc = 1;
-            else if (c == '"') {
-                s->scan = SCAN_OUT;
-                break;
-            } else if (s->utf_left > 0)
-                s->utf_left--;
-            else if (c >= 0xC0)
-                s->utf_left = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
-            /* A cut may fall only where the prefix stays within
-             * max_string and is valid on its own. */
-            if (++s->sraw <= s->lim.max_string) {
-                if (s->esc == 0 && s->utf_left == 0)
-                    s->safe_at = at0 + i;
-            } else {
-                if (hand_upto(s, buf, from, at0, s->safe_at) != 0)
-                    return -1;
-                s->carry_len = 0;
-                s->scan = SCAN_SKIP;
-                s->esc = s->esc == 1; /* a backslash escapes on */
-                from = i;
-            }
+            rc = step_in(s, &k, buf[k.i]);
             break;
         case SCAN_SKIP:
-            if (s->esc) {
-                s->esc = 0;
-            } else if (c == '\\') {
-                s->esc = 1;
-            } else if (c == '"') {
-                s->trunc_next = 1;
-                s->trunc_raw = s->sraw;
-                s->scan = SCAN_OUT;
-                if (piece(s, (const unsigned char *)"\"", 1, at0 + i) != 0)
-                    return -1;
-                from = ++i;
-                break;
-            } else {
-                /* Step over plain bytes without the state machine. */
-                const unsigned char *p = find_stop(buf + i, end, 1);
-
-                s->sraw += (size_t)(p - (buf + i));
-                i = (size_t)(p - buf);
-                break;
-            }
-            s->sraw++;
-            i++;
+            rc = step_skip(s, &k, buf[k.i]);
             break;
         }
-    }
-    switch (s->scan) {
-    case SCAN_OUT:
-        return hand_upto(s, buf, from, at0, at0 + len);
-    case SCAN_IN:
-        if (hand_upto(s, buf, from, at0, s->safe_at) != 0)
+        if (rc != 0)
             return -1;
-        /* The unsafe tail, at most one escape or UTF-8 sequence. */
-        keep = s->safe_at > at0 + from ? s->safe_at - at0 : from;
-        if (s->carry_len + (len - keep) > sizeof s->carry) {
-            fail(s, at0 + keep, "internal error: string scanner");
-            return -1;
-        }
-        if (s->carry_len == 0)
-            s->carry_at = at0 + keep;
-        memcpy(s->carry + s->carry_len, buf + keep, len - keep);
-        s->carry_len += len - keep;
-        return 0;
-    case SCAN_SKIP:
-        return 0;
     }
-    return 0;
+    return cut_end(s, &k);
 }
 
 int

@@ -36,10 +36,9 @@ struct record {
 /*
  * A field at its zero (false, 0, no text) is not written: the reader takes
  * an absent field as its zero, as it always has for fields older records
- * lack. Most of a record is zeros until its container exits: written,
- * they made the database twice the size (106 MB against 52 with 100,000
- * containers; docs/performance.md). The fields with no zero are always
- * written.
+ * lack. Most of a record is zeros until its container exits, and writing
+ * them would make the database much larger. The fields with no zero are
+ * always written.
  */
 static void
 put_int(yajl_gen g, const char *k, long long v)
@@ -193,6 +192,114 @@ get_str(struct reader *r, const char *k)
     return n->str;
 }
 
+/* The lifecycle's state: 0, or -1 with a message in r->err. */
+static int
+read_state(struct reader *r, struct lc *c)
+{
+    const char *state = get_str(r, "state");
+    int s;
+
+    for (s = 0; s < LC_NSTATES; s++)
+        if (state != NULL && strcmp(state, lc_state_name(s)) == 0)
+            break;
+    if (s == LC_NSTATES) {
+        snprintf(r->err, r->errlen, "record: unknown state");
+        return -1;
+    }
+    c->state = (enum lc_state)s;
+    return 0;
+}
+
+/* The policy's parameters and what is known of the exit and the joins;
+ * r->bad says whether one was wrong. */
+static void
+read_lc(struct reader *r, struct lc *c)
+{
+    c->p.action =
+        (enum policy_action)record_get_int(r, "action", 0, POLICY_REMOVE);
+    c->p.delay_ms = record_get_int(r, "delay_ms", 0, INT64_MAX);
+    c->p.poll_interval_ms =
+        get_needed_int(r, "poll_interval_ms", 1, INT64_MAX);
+    c->p.warn_after_ms = record_get_int(r, "warn_after_ms", 0, INT64_MAX);
+    c->p.give_up_after_ms =
+        record_get_int(r, "give_up_after_ms", 0, INT64_MAX);
+    c->p.retry_base_ms = get_needed_int(r, "retry_base_ms", 1, INT64_MAX);
+    c->p.retry_max_ms = get_needed_int(r, "retry_max_ms", 1, INT64_MAX);
+    c->p.containerd = record_get_bool(r, "containerd");
+    c->p.reap_leaked_tasks = record_get_bool(r, "reap_leaked_tasks");
+    c->ran = record_get_bool(r, "ran");
+    c->exited = record_get_bool(r, "exited");
+    c->die_seen = record_get_bool(r, "die_seen");
+    c->die_has_code = record_get_bool(r, "die_has_code");
+    c->die_after_outage = record_get_bool(r, "die_after_outage");
+    c->die_code = (int)record_get_int(r, "die_code", INT32_MIN, INT32_MAX);
+    c->exit_known = record_get_bool(r, "exit_known");
+    c->exit_code = (int)record_get_int(r, "exit_code", INT32_MIN, INT32_MAX);
+    c->source = (enum lc_source)record_get_int(r, "source", 0, LC_SRC_EVENT);
+    c->oom_killed = record_get_bool(r, "oom_killed");
+    c->destroy_seen = record_get_bool(r, "destroy_seen");
+    c->gone_polled = record_get_bool(r, "gone_polled");
+    c->removed_by_us = record_get_bool(r, "removed_by_us");
+    c->delete_attempts =
+        (unsigned)record_get_int(r, "delete_attempts", 0, INT32_MAX);
+    c->anomalies = (uint32_t)record_get_int(r, "anomalies", 0, UINT32_MAX);
+    c->removed = record_get_bool(r, "removed");
+    c->cleanup_ms = (uint64_t)record_get_int(r, "cleanup_ms", 0, INT64_MAX);
+    c->task_exit_seen = record_get_bool(r, "task_exit_seen");
+    c->task_exit_code =
+        (int)record_get_int(r, "task_exit_code", INT32_MIN, INT32_MAX);
+    c->task_delete_seen = record_get_bool(r, "task_delete_seen");
+    c->task_gone_polled = record_get_bool(r, "task_gone_polled");
+    c->task_reaped_done = record_get_bool(r, "task_reaped_done");
+    c->task_deleted = (int)record_get_int(r, "task_deleted", -1, 1);
+}
+
+/* What the report needs but the labels; r->bad says whether one was
+ * wrong. */
+static void
+read_meta(struct reader *r, struct record_meta *m)
+{
+    m->name = get_str(r, "name");
+    m->image = get_str(r, "image");
+    m->policy = get_str(r, "policy");
+    m->force = record_get_bool(r, "force");
+    m->volumes = record_get_bool(r, "volumes");
+    m->report_on = record_get_bool(r, "report_on");
+    m->started_at = get_str(r, "started_at");
+    m->finished_at = get_str(r, "finished_at");
+    m->die_nano = record_get_int(r, "die_nano", 0, INT64_MAX);
+    m->exited_wall_ms = record_get_int(r, "exited_wall_ms", 0, INT64_MAX);
+}
+
+/* The labels that are strings without NUL bytes (others are left out):
+ * 0, or -1 with a message in `err` when out of memory. */
+static int
+read_labels(struct record *rec, char *err, size_t errlen)
+{
+    const struct json_node *labels = json_get(rec->root, "labels");
+    size_t i;
+
+    if (labels != NULL && labels->type == JSON_OBJECT && labels->count > 0) {
+        rec->labels = calloc(labels->count, sizeof(*rec->labels));
+        if (rec->labels == NULL) {
+            snprintf(err, errlen, "record: out of memory");
+            return -1;
+        }
+        for (i = 0; i < labels->count; i++) {
+            const struct json_node *m = labels->items[i];
+
+            if (m->type != JSON_STRING || strlen(m->str) != m->len ||
+                strlen(m->key) != m->key_len)
+                continue;
+            rec->labels[rec->meta.nlabels].key = (char *)m->key;
+            rec->labels[rec->meta.nlabels].value = (char *)m->str;
+            rec->meta.nlabels++;
+        }
+    }
+    rec->meta.labels = rec->labels;
+    return 0;
+}
+
 struct record *
 record_parse(const char *json, size_t len, char *err, size_t errlen)
 {
@@ -202,11 +309,6 @@ record_parse(const char *json, size_t len, char *err, size_t errlen)
                               .max_string = READ_STRING};
     struct record *rec = NULL, *result = NULL;
     struct reader r = {.err = err, .errlen = errlen};
-    const struct json_node *labels;
-    const char *state;
-    struct lc *c;
-    size_t i;
-    int s;
 
     rec = calloc(1, sizeof(*rec));
     if (rec == NULL) {
@@ -225,85 +327,11 @@ record_parse(const char *json, size_t len, char *err, size_t errlen)
             snprintf(err, errlen, "record: not version %d", RECORD_VERSION);
         goto out;
     }
-    c = &rec->lc;
-    state = get_str(&r, "state");
-    for (s = 0; s < LC_NSTATES; s++)
-        if (state != NULL && strcmp(state, lc_state_name(s)) == 0)
-            break;
-    if (s == LC_NSTATES) {
-        snprintf(err, errlen, "record: unknown state");
+    if (read_state(&r, &rec->lc) != 0)
         goto out;
-    }
-    c->state = (enum lc_state)s;
-    c->p.action =
-        (enum policy_action)record_get_int(&r, "action", 0, POLICY_REMOVE);
-    c->p.delay_ms = record_get_int(&r, "delay_ms", 0, INT64_MAX);
-    c->p.poll_interval_ms =
-        get_needed_int(&r, "poll_interval_ms", 1, INT64_MAX);
-    c->p.warn_after_ms = record_get_int(&r, "warn_after_ms", 0, INT64_MAX);
-    c->p.give_up_after_ms =
-        record_get_int(&r, "give_up_after_ms", 0, INT64_MAX);
-    c->p.retry_base_ms = get_needed_int(&r, "retry_base_ms", 1, INT64_MAX);
-    c->p.retry_max_ms = get_needed_int(&r, "retry_max_ms", 1, INT64_MAX);
-    c->p.containerd = record_get_bool(&r, "containerd");
-    c->p.reap_leaked_tasks = record_get_bool(&r, "reap_leaked_tasks");
-    c->ran = record_get_bool(&r, "ran");
-    c->exited = record_get_bool(&r, "exited");
-    c->die_seen = record_get_bool(&r, "die_seen");
-    c->die_has_code = record_get_bool(&r, "die_has_code");
-    c->die_after_outage = record_get_bool(&r, "die_after_outage");
-    c->die_code = (int)record_get_int(&r, "die_code", INT32_MIN, INT32_MAX);
-    c->exit_known = record_get_bool(&r, "exit_known");
-    c->exit_code = (int)record_get_int(&r, "exit_code", INT32_MIN, INT32_MAX);
-    c->source = (enum lc_source)record_get_int(&r, "source", 0, LC_SRC_EVENT);
-    c->oom_killed = record_get_bool(&r, "oom_killed");
-    c->destroy_seen = record_get_bool(&r, "destroy_seen");
-    c->gone_polled = record_get_bool(&r, "gone_polled");
-    c->removed_by_us = record_get_bool(&r, "removed_by_us");
-    c->delete_attempts =
-        (unsigned)record_get_int(&r, "delete_attempts", 0, INT32_MAX);
-    c->anomalies = (uint32_t)record_get_int(&r, "anomalies", 0, UINT32_MAX);
-    c->removed = record_get_bool(&r, "removed");
-    c->cleanup_ms = (uint64_t)record_get_int(&r, "cleanup_ms", 0, INT64_MAX);
-    c->task_exit_seen = record_get_bool(&r, "task_exit_seen");
-    c->task_exit_code =
-        (int)record_get_int(&r, "task_exit_code", INT32_MIN, INT32_MAX);
-    c->task_delete_seen = record_get_bool(&r, "task_delete_seen");
-    c->task_gone_polled = record_get_bool(&r, "task_gone_polled");
-    c->task_reaped_done = record_get_bool(&r, "task_reaped_done");
-    c->task_deleted = (int)record_get_int(&r, "task_deleted", -1, 1);
-
-    rec->meta.name = get_str(&r, "name");
-    rec->meta.image = get_str(&r, "image");
-    rec->meta.policy = get_str(&r, "policy");
-    rec->meta.force = record_get_bool(&r, "force");
-    rec->meta.volumes = record_get_bool(&r, "volumes");
-    rec->meta.report_on = record_get_bool(&r, "report_on");
-    rec->meta.started_at = get_str(&r, "started_at");
-    rec->meta.finished_at = get_str(&r, "finished_at");
-    rec->meta.die_nano = record_get_int(&r, "die_nano", 0, INT64_MAX);
-    rec->meta.exited_wall_ms =
-        record_get_int(&r, "exited_wall_ms", 0, INT64_MAX);
-    labels = json_get(rec->root, "labels");
-    if (labels != NULL && labels->type == JSON_OBJECT && labels->count > 0) {
-        rec->labels = calloc(labels->count, sizeof(*rec->labels));
-        if (rec->labels == NULL) {
-            snprintf(err, errlen, "record: out of memory");
-            goto out;
-        }
-        for (i = 0; i < labels->count; i++) {
-            const struct json_node *m = labels->items[i];
-
-            if (m->type != JSON_STRING || strlen(m->str) != m->len ||
-                strlen(m->key) != m->key_len)
-                continue;
-            rec->labels[rec->meta.nlabels].key = (char *)m->key;
-            rec->labels[rec->meta.nlabels].value = (char *)m->str;
-            rec->meta.nlabels++;
-        }
-    }
-    rec->meta.labels = rec->labels;
-    if (r.bad)
+    read_lc(&r, &rec->lc);
+    read_meta(&r, &rec->meta);
+    if (read_labels(rec, err, errlen) != 0 || r.bad)
         goto out;
     result = rec;
     rec = NULL;

@@ -1,14 +1,15 @@
 /*
  * fuzz_inspect — an engine's answer to GET /containers/{id}/json, through
- * docker_parse_inspect (agent/docker.h), the input being the whole body.
+ * docker_parse_inspect (agent/docker_parse.h), the input being the whole
+ * body.
  *
- * Checked: the result is 0 with a container that keeps docker.h's
+ * Checked: the result is 0 with a container that keeps docker_parse.h's
  * promises (64-hex id, a known state, names, images and labels within
  * bounds.h, times absent or set), or -1 with a message and no result.
  */
 #include <string.h>
 
-#include "docker.h"
+#include "docker_parse.h"
 #include "fuzz.h"
 
 int

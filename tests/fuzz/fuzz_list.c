@@ -1,14 +1,15 @@
 /*
  * fuzz_list — an engine's answer to GET /containers/json, through
- * docker_parse_list (agent/docker.h), the input being the whole body.
+ * docker_parse_list (agent/docker_parse.h), the input being the whole
+ * body.
  *
  * Checked: 0 with at most as many containers as the body could hold,
- * each keeping docker.h's promises (entries with a bad id or state are
- * left out, never passed on), or -1 with a message and no result.
+ * each keeping docker_parse.h's promises (entries with a bad id or state
+ * are left out, never passed on), or -1 with a message and no result.
  */
 #include <string.h>
 
-#include "docker.h"
+#include "docker_parse.h"
 #include "fuzz.h"
 
 int

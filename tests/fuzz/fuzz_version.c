@@ -1,7 +1,8 @@
 /*
  * fuzz_version — an engine's answer to GET /version, through
- * docker_parse_version and docker_parse_engine (agent/docker.h), which
- * pick the API version reapd speaks and read what the engine says it is.
+ * docker_parse_version and docker_parse_engine (agent/docker_parse.h),
+ * which pick the API version reapd speaks and read what the engine says
+ * it is.
  *
  * Checked: 0 with "MAJOR.MINOR" inside DOCKER_API_MIN..DOCKER_API_MAX,
  * or -1 with a message. A version reapd would then put into every URL
@@ -13,7 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "docker.h"
+#include "docker_parse.h"
 #include "fuzz.h"
 
 /* "1.41" -> 1041; -1 for anything but DIGITS.DIGITS. */
