@@ -1,0 +1,135 @@
+/*
+ * reportwrite — the reaper's reports, from made to durable.
+ *
+ * A report is made from a record when the lifecycle says so (ACT_REPORT),
+ * with an id from the exit's time (a restart makes the same one again);
+ * one an earlier run made under another id is refused (counted as a
+ * duplicate). The reports of a loop turn are written together: one write
+ * and one fdatasync of reports.jsonl, then one transaction of the store;
+ * then counted and handed to the reaper's report callback (delivery).
+ * While the store's WAL copy runs, they are journaled as ever (durable
+ * then); their transaction, count and hand-over wait for the copy's end.
+ *
+ * Owns reports.jsonl's use by the reaper (r->rl, borrowed): its
+ * checkpoint in the store, its rotation past reports_log.max_bytes, and
+ * its replay at a start for what a power loss took from the store. Owns
+ * the reports the store cannot take yet (a full disk): kept in memory,
+ * retried, said at exit. Its state is struct report_queue (r->oq) and
+ * the reports' part of struct persist (persist.h).
+ *
+ * Part of the durable layer (persist.h, which declares these to the
+ * driver): called by persist.c and the driver; of the layer it calls only
+ * the group commit (groupcommit.h), below it. A record whose report is
+ * written goes back up through the `released` callback given at
+ * reportwrite_init.
+ * Without a store (r->store NULL, as in unit tests) reports are still
+ * made and handed on.
+ */
+#ifndef REAPD_REPORTWRITE_H
+#define REAPD_REPORTWRITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/time.h>
+
+struct event;
+struct reaper;
+struct rec;
+struct queued;
+struct report_line;
+struct store_new_report;
+
+/* The reports made this loop turn, waiting for its end. */
+struct report_queue {
+    struct queued *v;
+    size_t n, cap;
+    size_t nwritten;   /* v[0..nwritten) are written, waiting for release */
+    size_t njournaled; /* v[0..njournaled) are in reports.jsonl at least */
+    struct timeval turn_tv;   /* the turn of the last report made */
+    unsigned in_turn;         /* reports made in it */
+    struct event *ev;         /* a turn's end, for what it queued */
+    struct event *jev;        /* journal_wait_ms, during the WAL's copy */
+    unsigned journal_wait_ms; /* JOURNAL_WAIT_MS; tests make it longer */
+    /* c's report is written (or kept in memory for a full disk): the
+     * record held for it goes on (reportwrite_init). */
+    void (*released)(struct rec *c);
+};
+
+/* 0, or -1 when out of memory (reportwrite_cleanup frees what was made).
+ * `released` is called for each record whose report is written. */
+int reportwrite_init(struct reaper *r, void (*released)(struct rec *c));
+/* At the store's start: what reports.jsonl (r->rl, if any) holds past
+ * its checkpoint and the store lacks is stored again. -1 (logged) when
+ * reapd must not start. */
+int reportwrite_start(struct reaper *r);
+/* A last commit of the reports queued; frees what init made. */
+void reportwrite_cleanup(struct reaper *r);
+/* Says the reports still unsaved (they are in reports.jsonl, made again
+ * at the next start, or their record stays) and frees them: at exit. */
+void reportwrite_drop_unsaved(struct reaper *r);
+/* The group commit's retry: the reports waiting in memory are stored,
+ * oldest first. false: the store still refuses (tried again in a
+ * second). */
+bool reportwrite_retry(struct reaper *r);
+
+/* Stores one report already in reports.jsonl: 0, or -1 (not stored). A
+ * report stored before (a restart) counts as stored. The strings are
+ * borrowed. */
+int persist_store_report(struct reaper *r, const char *id, const char *cid,
+                         const char *json, size_t len);
+/* Keeps a copy of a report the store could not take, retried until it
+ * does; said when even that fails. `only_copy`: the report is not in
+ * reports.jsonl either (its append failed too); the container's stored
+ * record then stays until the store takes the report (the caller marks
+ * the record: c->report_only_in_memory). */
+void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
+                          const char *json, size_t len, bool only_copy);
+/* Appends `n` reports' lines to reports.jsonl (r->rl, not NULL) in one
+ * write and one sync (report_log_append_many: at most
+ * REPORT_LOG_LINES_MAX): 0, or -1 with errno. EAGAIN: the journal's
+ * checkpoint could not be reset after a rotation yet (the state's disk
+ * full), and lines appended now would lie before it, never replayed; the
+ * caller then stores the reports as ones in no journal. */
+int persist_journal_append_many(struct reaper *r, const struct report_line *v,
+                                size_t n);
+/* Whether persist_journal_append_many can append without the store (its
+ * checkpoint is not behind a rotation): what a report made while the
+ * WAL's copy holds the store needs. */
+bool persist_journal_ready(const struct reaper *r);
+/* persist_store_report for `n` reports in one transaction
+ * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
+ * then v[i].result is STORE_OK for each one stored now or before (a
+ * duplicate), an error for one refused; -1: none stored. */
+int persist_store_reports(struct reaper *r, struct store_new_report *v,
+                          size_t n);
+/* Every report in reports.jsonl is in the store: the journal checkpoint
+ * moves (batched with the next flush), and a file past
+ * reports_log.max_bytes is rotated. Nothing, while one waits in memory
+ * (a full disk) or in the turn's queue, journaled and not stored. */
+void persist_journal_stored(struct reaper *r);
+/* Visits the reports waiting in memory for the store, oldest first, until
+ * `cb` returns true; returns that. */
+typedef bool (*persist_unsaved_cb)(const char *report_id,
+                                   const char *container_id, int64_t made_ms,
+                                   const char *json, size_t len, void *arg);
+bool persist_find_unsaved(const struct reaper *r, persist_unsaved_cb cb,
+                          void *arg);
+
+/* Makes c's report (nothing when its policy does not report) and queues
+ * it for the end of this loop turn: c->report_due until it is written
+ * (or kept in memory for a full disk), and c is forgotten only after
+ * (c->forget_due). false only when it could not be made for want of
+ * memory, and then nothing of it was queued: make it again
+ * (persist_report_later). */
+bool persist_report(struct rec *c);
+/* Makes it again in a second; c is forgotten only after it
+ * (c->forget_due). */
+void persist_report_later(struct rec *c);
+/* Writes the reports queued (reports.jsonl, then the store), counts them,
+ * hands them on, and releases the records waiting for that. Runs at the
+ * end of each loop turn that made one; now, for a caller that cannot
+ * wait (stopping). */
+void persist_commit_reports(struct reaper *r);
+
+#endif
