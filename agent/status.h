@@ -1,36 +1,28 @@
 /*
- * status — the read-only HTTP status endpoint, served by libevent's evhttp
- * on the main loop: /livez, /readyz, /metrics, /v1/containers[/{id}],
- * /v1/reports (a cursor with ?after=SEQ), /v1/reports/stream (NDJSON),
- * /v1/containers/{id}/report[?wait=S], /v1/status, /v1/leaks, /v1/config.
+ * status — reapd's two HTTP listeners and the routes they serve: the
+ * status endpoint (status.listen) and the admin socket (admin.socket),
+ * each a hardened server of its own (httpd.h) on the main loop.
  *
- * Waits, drains and streams are held on the loop (timers and the feed,
- * never a blocking wait): at most 512 at once per listener, 16 of them
- * streams; beyond, 503 with Retry-After. A held request's client is
- * checked each second and its hold dropped when it has gone; a stream
- * gets its next chunk only once the last is out, and is cut when one
- * is not taken within the deadline.
+ * Routes: /livez, /readyz, /metrics (metrics.h), /v1/status,
+ * /v1/containers[/{id}], /v1/leaks, /v1/config (redacted),
+ * /v1/schema/report, and the read API's reports (readapi.h): /v1/reports,
+ * /v1/reports/stream, /v1/containers/{id}/report[?wait=S]. These are GET
+ * and HEAD only (405 for other methods); unknown paths get a JSON 404.
  *
- * Every request is bounded (header and body size) and answered from
- * memory without blocking; unknown paths get a JSON 404 and methods other
- * than GET/HEAD a 405. The read API (/v1/) names containers, which only
- * root and the docker group may see: without a token (status.token_file)
- * the status listener answers it 401, naming the admin socket and
+ * Access: the read API (/v1/) names containers, which only root and the
+ * docker group may see. Without a token (status.token_file) the status
+ * listener answers it 401, naming the admin socket and
  * status.token_file; with one, everything but /livez and /readyz needs
- * "Authorization: Bearer <token>". The admin socket needs no token.
+ * "Authorization: Bearer <token>". The admin socket needs no token (its
+ * mode, 0600, is the access control) and is the only listener that
+ * takes the writes: POST /v1/reports/{report_id}/requeue and
+ * /v1/reports/requeue?state=dead (admin.h), and the waits POST /v1/drain
+ * and POST /v1/audit (readapi.h; an audit asks the reaper for a
+ * containerd task list now). The status listener answers those 405: it
+ * changes nothing.
  *
- * The endpoint faces whatever can reach its port, so no client can hold
- * it: at most status.max_connections connections are served at once; a
- * new one at that cap closes the connection idle longest between
- * requests, and only when none is idle is it refused (its one request is
- * answered 503 and the connection closed), though /livez and /readyz are
- * answered on it all the same; of refused connections still waiting for
- * their request, max(status.max_connections, 256) are kept. Each connection
- * must deliver a complete request within a deadline (10 s) from its start or
- * from the end of its previous answer, and take each answer within the same
- * deadline. An accept() error (out of descriptors) pauses accepting for 100
- * ms, doubling up to 1 s, instead of spinning, and every log line a client can
- * cause is rate-limited.
+ * Each listener owns its server and its held requests; the reaper, the
+ * store, the feed, the outbox and the upstream are borrowed.
  */
 #ifndef REAPD_STATUS_H
 #define REAPD_STATUS_H
@@ -58,9 +50,9 @@ void status_free(struct status *s);
  * made if missing (one level, 0755). It serves everything the status
  * endpoint does, without a token (the socket's mode is the access
  * control), and the writes: POST /v1/reports/{report_id}/requeue,
- * /v1/reports/requeue?state=dead and /v1/drain. A socket some other
- * process still answers on is not taken over. NULL (logged) when it
- * cannot listen.
+ * /v1/reports/requeue?state=dead, /v1/drain and /v1/audit. A socket some
+ * other process still answers on is not taken over. NULL (logged) when
+ * it cannot listen.
  */
 struct status *status_new_admin(struct loop *l, const char *path,
                                 struct reaper *reaper);
@@ -94,14 +86,6 @@ void status_set_store(struct status *s, struct store *st);
  */
 int status_read_token(const struct config *cfg, char **token, char *err,
                       size_t errlen);
-
-/*
- * Whether `guess` is `token`. It takes as long for any wrong guess as
- * for the right one (a loop over the whole token, whatever the guess's
- * length and first wrong byte), so timing does not tell how much of a
- * guess was right.
- */
-bool status_token_matches(const char *token, const char *guess);
 
 /*
  * Serves /v1/config from `cfg` (borrowed: call again before it is

@@ -177,7 +177,7 @@ TARGET_LABELS = {"job", "instance", "node", "namespace", "pod", "container", "en
 # Prometheus' own series, not reapd's.
 PROMETHEUS_OWN = {"up"}
 # Documented families a reapd exposes only with an engine (this one is
-# engine-less): each must still be documented and written by agent/status.c.
+# engine-less): each must still be documented and written by agent/metrics.c.
 NEEDS_ENGINE = {"reapd_engine_info": "only once the engine has answered GET /version"}
 
 def doc_table(doc):
@@ -199,10 +199,10 @@ def doc_table(doc):
             out[fam] = labels
     return out
 
-def cmd_metrics(metrics, docs, status_c, files):
+def cmd_metrics(metrics, docs, metrics_c, files):
     series, types = exposition(metrics)
     doc = open(docs).read()
-    src = open(status_c).read()
+    src = open(metrics_c).read()
     table = doc_table(doc)
     documented = set(table)
     records = set()
@@ -248,7 +248,7 @@ def cmd_metrics(metrics, docs, status_c, files):
                 pass
             elif fam in NEEDS_ENGINE:
                 if '"%s' % fam not in src:
-                    bad("%s: metric %s is not written by %s" % (where, n, status_c))
+                    bad("%s: metric %s is not written by %s" % (where, n, metrics_c))
             else:
                 bad("%s: metric %s is not exposed by reapd's /metrics" % (where, n))
         for metric, label, op, value in matchers:
@@ -505,8 +505,8 @@ ok 'the dashboard: ${datasource} and $instance everywhere'", unique ids, $(grep 
 start_reapd_no_engine
 curl -sf "http://127.0.0.1:$port/metrics" -o "$T/metrics" || fail "GET /metrics failed"
 grep -q '^reapd_build_info' "$T/metrics" || fail "no reapd_build_info in /metrics"
-STATUS_C=$SRC/agent/status.c
-metrics() { check metrics "$T/metrics" "$DOCS" "$STATUS_C" "$@"; }
+METRICS_C=$SRC/agent/metrics.c
+metrics() { check metrics "$T/metrics" "$DOCS" "$METRICS_C" "$@"; }
 
 # The checker first, on broken input: a rules file of one alert, and a
 # dashboard of one panel, each with one mistake. A good one passes first.
