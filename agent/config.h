@@ -4,6 +4,13 @@
  *
  * A config is immutable once loaded; reload builds a new one and swaps the
  * pointer, so anything in flight keeps what it started with.
+ *
+ * This header is the config's whole interface. Its files: config.c
+ * (loading, the document's top level), config_keys.c (every key, its
+ * range or check, its default; config_default, config_free),
+ * config_values.c (problems at FILE:LINE:COL, typed values),
+ * config_check.c (the checks of string values), config_policies.c
+ * (policies and the labels filter) and config_json.c (config_to_json).
  */
 #ifndef REAPD_CONFIG_H
 #define REAPD_CONFIG_H

@@ -40,6 +40,14 @@
  * Not thread-safe: one struct store belongs to the loop thread. Nobody
  * else is expected to write reapd.db while reapd runs; readers (an
  * operator's sqlite3 shell) are fine.
+ *
+ * This header is the store's whole interface. Its files, one part each,
+ * share the private store_int.h: store_open.c (opening, closing, the size
+ * cap), store_schema.c (the schema and the statements' SQL), store_db.c
+ * (statements and transactions, under all the others), store_records.c
+ * (records and checkpoints pending until a flush), store_outbox.c and
+ * store_reports.c (the outbox's writes and reads), store_counts.c (the
+ * report counts, store_check) and store_wal.c (the WAL's checkpoints).
  */
 #ifndef REAPD_STORE_H
 #define REAPD_STORE_H

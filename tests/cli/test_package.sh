@@ -11,12 +11,12 @@
 #
 # The man pages (docs/man/*.scd, scdoc: installed by scripts/deps) are
 # gzip -9n'd roff with a NAME section, built from the current sources,
-# and cannot fall behind the program: every key agent/config.c accepts
+# and cannot fall behind the program: every key agent/config*.c accept
 # has an entry in reapd.json(5), every option and command of `reapd
 # --help` and `reapctl --help` one in reapd(8) and reapctl(8). That check
-# is first shown broken copies (a page without one key, a config.c with
-# one key more) and must refuse them: a check that accepts anything would
-# prove nothing.
+# is first shown broken copies (a page without one key, config sources
+# with one key more) and must refuse them: a check that accepts anything
+# would prove nothing.
 #
 #   bash tests/cli/test_package.sh <build>/reapd <source-dir>
 set -euo pipefail
@@ -227,16 +227,17 @@ ok "man pages: ${MANPAGES[*]} gzip -9n'd, .TH and NAME right, SEE ALSO, built fr
 
 # Every config key, option and command has its entry in the pages: a
 # line that starts with it in bold (*docker.socket*, *--check-config*,
-# *status*). The keys come from agent/config.c itself: its field tables
-# ({"key", F_...} under <section>_fields[]) and the keys its parse_*
-# functions compare by hand (strcmp(k, "key")).
+# *status*). The keys come from the config's sources themselves
+# (agent/config*.c, read as one text): their field tables ({"key", F_...}
+# under <section>_fields[]) and the keys their parse_* functions compare
+# by hand (strcmp(k, "key")).
 cat >"$T/mancheck.py" <<'PY'
 import re, subprocess, sys
 
 # parse_* functions that compare keys by hand, and the path of their keys.
 FUNCS = {"parse_root": "", "parse_upstream": "upstream.", "parse_log": "log.",
          "parse_policy": "policies[].", "parse_match": "policies[].match.",
-         "parse_label_filter": "labels."}
+         "config_parse_label_filter": "labels."}
 SECTIONS = ["docker", "containerd", "status", "admin", "upstream", "delete",
             "retention", "log", "policies"]
 
@@ -244,7 +245,8 @@ def config_keys(path):
     keys, problems = [], []
     table = func = None
     for line in open(path):
-        m = re.match(r"static const struct field (\w+)_fields\[\] = \{", line)
+        m = re.match(r"static const struct config_field (\w+)_fields\[\] = \{",
+                     line)
         if m:
             table = "" if m.group(1) == "top" else m.group(1) + "."
             continue
@@ -260,16 +262,16 @@ def config_keys(path):
             func = m.group(1)
         for k in re.findall(r'strcmp\((?:m->key|k), "([a-z_]+)"\)', line):
             if func not in FUNCS:
-                problems.append("agent/config.c: %s compares key \"%s\": "
+                problems.append("agent/config*.c: %s compares key \"%s\": "
                                 "tell this test its path (FUNCS)" % (func, k))
             else:
                 keys.append(FUNCS[func] + k)
     # Enough found that the extraction still works.
     for s in SECTIONS:
         if not any(k.startswith(s + ".") or k.startswith(s + "[]") for k in keys):
-            problems.append("agent/config.c: no key of section %s found" % s)
+            problems.append("agent/config*.c: no key of section %s found" % s)
     if len(keys) < 40:
-        problems.append("agent/config.c: only %d keys found" % len(keys))
+        problems.append("agent/config*.c: only %d keys found" % len(keys))
     return sorted(set(keys)), problems
 
 def term_lines(page):
@@ -295,7 +297,7 @@ def check_keys(config_c, page):
             problems.append("%s: no entry for the config key %s" % (page, k))
     # ... and no entry for a key reapd does not take (any more).
     for e in sorted(have - set(keys)):
-        problems.append("%s: an entry for %s, which agent/config.c does not take"
+        problems.append("%s: an entry for %s, which agent/config*.c do not take"
                         % (page, e))
     return keys, problems
 
@@ -328,8 +330,9 @@ if problems:
 print(" ".join(found))
 PY
 MAN=$SRC/docs/man
-python3 "$T/mancheck.py" keys "$SRC/agent/config.c" "$MAN/reapd.json.5.scd" >"$T/keys" 2>"$T/err" ||
-  fail "reapd.json(5) is behind agent/config.c: $(cat "$T/err")"
+cat "$SRC"/agent/config*.c >"$T/config-src.c"
+python3 "$T/mancheck.py" keys "$T/config-src.c" "$MAN/reapd.json.5.scd" >"$T/keys" 2>"$T/err" ||
+  fail "reapd.json(5) is behind agent/config*.c: $(cat "$T/err")"
 nkeys=$(wc -w <"$T/keys")
 python3 "$T/mancheck.py" help "$BIN" "$MAN/reapd.8.scd" >"$T/opts" 2>"$T/err" ||
   fail "reapd(8) is behind reapd --help: $(cat "$T/err")"
@@ -338,22 +341,22 @@ python3 "$T/mancheck.py" help "$BUILD/reapctl" "$MAN/reapctl.8.scd" >"$T/cmds" 2
 ok "man pages are complete: $nkeys config keys in reapd.json(5), $(wc -w <"$T/opts") options in reapd(8), $(wc -w <"$T/cmds") options and commands in reapctl(8)"
 
 # ... and that check refuses a page without one key (one of each kind:
-# a field table's, a hand-compared one, a policy's), a config.c with one
-# key more, pages without an option or a command.
+# a field table's, a hand-compared one, a policy's), config sources with
+# one key more, pages without an option or a command.
 for key in retention.max_db_bytes log.format 'policies[].reap_leaked_tasks'; do
   tr ' ' '\n' <"$T/keys" | grep -qxF -- "$key" || fail "the key list lacks $key: $(cat "$T/keys")"
   grep -vF -- "*$key*" "$MAN/reapd.json.5.scd" >"$T/broken.scd"
-  if python3 "$T/mancheck.py" keys "$SRC/agent/config.c" "$T/broken.scd" >/dev/null 2>"$T/err"; then
+  if python3 "$T/mancheck.py" keys "$T/config-src.c" "$T/broken.scd" >/dev/null 2>"$T/err"; then
     fail "the key check accepts reapd.json(5) without $key"
   fi
   grep -qF "no entry for the config key $key" "$T/err" ||
     fail "the key check, $key missing, says: $(cat "$T/err")"
 done
-sed 's/^\(static const struct field delete_fields\[\] = {\)$/\1\n    {"new_key", F_INT, 0, 0, 1, NULL},/' \
-  "$SRC/agent/config.c" >"$T/config.c"
-grep -q '"new_key", F_INT' "$T/config.c" || fail "could not add a key to a copy of agent/config.c"
+sed 's/^\(static const struct config_field delete_fields\[\] = {\)$/\1\n    {"new_key", F_INT, 0, 0, 1, NULL},/' \
+  "$T/config-src.c" >"$T/config.c"
+grep -q '"new_key", F_INT' "$T/config.c" || fail "could not add a key to a copy of agent/config*.c"
 if python3 "$T/mancheck.py" keys "$T/config.c" "$MAN/reapd.json.5.scd" >/dev/null 2>"$T/err"; then
-  fail "the key check misses a key added to agent/config.c"
+  fail "the key check misses a key added to agent/config*.c"
 fi
 grep -qF "no entry for the config key delete.new_key" "$T/err" ||
   fail "the key check, delete.new_key added, says: $(cat "$T/err")"
@@ -366,7 +369,7 @@ if python3 "$T/mancheck.py" help "$BUILD/reapctl" "$T/broken.scd" >/dev/null 2>"
   fail "the command check accepts reapctl(8) without drain"
 fi
 grep -qF "no entry for drain" "$T/err" || fail "the command check, drain missing, says: $(cat "$T/err")"
-ok "the completeness check refuses reapd.json(5) without retention.max_db_bytes, log.format or policies[].reap_leaked_tasks, a config.c with delete.new_key, reapd(8) without --check-config, reapctl(8) without drain"
+ok "the completeness check refuses reapd.json(5) without retention.max_db_bytes, log.format or policies[].reap_leaked_tasks, config sources with delete.new_key, reapd(8) without --check-config, reapctl(8) without drain"
 
 command -v systemd-analyze >/dev/null ||
   fail "systemd-analyze not found: install systemd (scripts/deps does); the unit file cannot be verified"
