@@ -2,10 +2,11 @@
  * bio — one thread for the disk work the loop must not wait for.
  *
  * Copying the state database's WAL into the database ends with two
- * syncs: 3-22 ms of a loop turn on an ordinary disk, when the loop is to
- * answer within a few. So that work runs here (as Redis's bio.c runs its
- * fsyncs): one job at a time, and the loop is told of its end through a
- * pipe, so the job's callback runs on the loop, in a turn of its own.
+ * syncs, which on an ordinary disk take longer than the loop may wait:
+ * it is to answer within a few milliseconds. So that work runs here (as
+ * Redis's bio.c runs its fsyncs): one job at a time, and the loop is told
+ * of its end through a pipe, so the job's callback runs on the loop, in a
+ * turn of its own.
  */
 #ifndef REAPD_BIO_H
 #define REAPD_BIO_H

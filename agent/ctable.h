@@ -37,11 +37,12 @@ void ctable_add(struct ctable *t, struct rec *c);
 void ctable_remove(struct ctable *t, struct rec *c);
 /* Buckets for n records at once (out of memory: longer chains, still
  * correct). A relist reserves for what it lists before taking any in:
- * each doubling rehashes every record, 26 ms at 65,536. */
+ * each doubling rehashes every record, in one loop turn. */
 void ctable_reserve(struct ctable *t, size_t n);
 /* `c` becomes the most recently touched: a relist touches what it lists,
  * so what it did not list is found at the front (ctable_collect_front)
- * without a walk of every record (27 ms at 100,000). */
+ * without a walk of every record, which would hold the loop on a crowded
+ * node. */
 void ctable_touch(struct ctable *t, struct rec *c);
 
 /* Walks every record: `for (c = ctable_first(t, &it); c != NULL; c =

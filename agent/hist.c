@@ -16,7 +16,8 @@ static const double call_bounds[] = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
 /* reapd's own latency: sub-millisecond when healthy, a slow disk sync at
  * the far end. Between 2 and 10 ms, where one disk sync's tail lies and a
  * p99 is judged against a few milliseconds, a bound every millisecond or
- * so: interpolated across 2-5 and 5-10, a p99 read a whole bucket off. */
+ * so: across wider buckets the interpolation would read a p99 a bucket
+ * off. */
 static const double latency_bounds[] = {0.0001, 0.00025, 0.0005, 0.001,  0.002,
                                         0.003,  0.004,   0.005,  0.0075, 0.01,
                                         0.025,  0.05,    0.1,    0.25,   1};

@@ -21,9 +21,9 @@ jw_str(yajl_gen g, const char *s)
     jw_strn(g, s, s != NULL ? strlen(s) : 0);
 }
 
-/* yajl_gen_integer formats with sprintf, which was two fifths of what
- * writing a container's record cost (a dozen integers each, several
- * records per exit: docs/performance.md); the digits are the same. */
+/* Digits written by hand: yajl_gen_integer goes through sprintf, dear
+ * for the dozen integers of every record, written several times per
+ * exit. The text is the same. */
 void
 jw_int(yajl_gen g, long long v)
 {

@@ -234,9 +234,9 @@ poll_later(struct lc *c, struct lc_result *res, uint64_t ms)
 /*
  * The engine said "restarting": its restart policy runs it again, after
  * a backoff. When that start fails (containerd away), Docker 20.10 marks
- * it exited and says nothing, no event at all (the chaos soak found one
- * left so, never reported): only asking again finds that. So a container
- * seen restarting is inspected every poll interval till it is not.
+ * it exited and says nothing, no event at all: only asking again finds
+ * that, or the exit is never reported. So a container seen restarting is
+ * inspected every poll interval till it is not.
  */
 static void
 watch_restart(struct lc *c, struct lc_result *res, enum lc_run run)

@@ -27,18 +27,18 @@
  * What the data callbacks of a yielding call (loop_http_req.yield) may
  * take from the loop's entry to libcurl before it is paused until the
  * next turn. libcurl reads a socket up to a hundred times per action
- * while data is waiting: a 100,000-container list answer was parsed 1.6
- * MB, 36 ms, per turn. A turn can enter libcurl twice for one call (its
- * timer, then the socket's event); a slice per turn instead starved the
- * calls late in a busy turn, or, told by libevent's coarse time of the
- * turn, paused a stream again at each resume (docs/performance.md).
+ * while data is waiting, so a large answer (a relist of a crowded node)
+ * would otherwise be parsed in one turn. Counted from the entry to
+ * libcurl, not per turn: a turn can enter libcurl twice for one call (its
+ * timer, then the socket's event), and a budget per turn would starve the
+ * calls late in a busy turn, or, judged by libevent's coarse time of the
+ * turn, pause a stream again at each resume.
  */
 #define DATA_SLICE_NS 2000000u
 /* A stream's receive buffer (libcurl's default: 16 KiB). An events burst
- * arrives faster than the loop parses it; four times fewer reads of the
- * socket, and fewer passes through libcurl per event, took 3-7% off an
- * event's cost (docs/performance.md). The pages are touched only as a
- * burst fills them. */
+ * arrives faster than the loop parses it: a larger buffer means fewer
+ * reads of the socket and fewer passes through libcurl per event. The
+ * pages are touched only as a burst fills them. */
 #define STREAM_BUFFER    (64L * 1024)
 #define MAX_HEADER_LINES 64
 #define MAX_HEADER_LINE  8192
@@ -308,13 +308,12 @@ sock_unpark(struct loop *l, curl_socket_t s)
  * connection libcurl keeps for the next call, its record stays, with
  * its event still added for reading: the next call on it (the usual case
  * on the engine's socket: an inspect, then the DELETE, then the next
- * inspect) then costs no epoll_ctl at all. Removing and adding it again
- * for each call was two system calls per call, about four per exit in a
- * burst; without them an exit costs 7% less CPU (docs/performance.md).
- * Only descriptors libcurl opened through
- * open_cb are kept, because only those are sure to be closed through
- * close_cb, where the record goes: a record kept for a descriptor closed
- * behind our back would shadow the next one to get its number.
+ * inspect) then costs no epoll_ctl at all, where removing and adding it
+ * again would cost two system calls per call. Only descriptors libcurl
+ * opened through open_cb are kept, because only those are sure to be
+ * closed through close_cb, where the record goes: a record kept for a
+ * descriptor closed behind our back would shadow the next one to get its
+ * number.
  */
 static void
 sock_park(struct loop *l, struct sock *sk)

@@ -13,8 +13,8 @@
  * An outcome the store cannot take (a full disk) is held here instead:
  * the store still says "pending", and without this note every pump would
  * send the report again at once and, delivered again, fail to record it
- * again, a storm of deliveries against the upstream (the chaos soak saw
- * 25,000 in seconds). Noted reports are not sent again by this process;
+ * again, a storm of deliveries against the upstream. Noted reports are
+ * not sent again by this process;
  * their outcomes are written at each pump until the store takes them. A
  * crash meanwhile only means one more delivery, with the same key.
  */

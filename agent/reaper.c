@@ -364,7 +364,7 @@ apply(struct rec *c, const struct lc_result *res)
         log_debug(c->id, "%s: %s", lc_state_name(res->to), res->reason);
 
     /* A report that ends the record: its record is deleted in the
-     * report's own transaction (persist.c), known before it is made. */
+     * report's own transaction (reportwrite.c), known before it is made. */
     for (i = 0; i < res->nacts; i++)
         if (res->acts[i].kind == ACT_FORGET)
             c->forget_due = true;
@@ -741,7 +741,7 @@ static bool
 decidable_on_create(const struct reaper *r, const struct rec *c,
                     const struct docker_event *ev)
 {
-    /* labels_cut and meta_cut say what meta_from_event found cut. */
+    /* labels_cut and meta_cut say what rec_meta_from_event found cut. */
     if (ev->action != DOCKER_EV_CREATE || !c->meta_known || c->labels_cut ||
         c->meta_cut || ev->name == NULL || ev->image == NULL ||
         r->subscribed_ns == 0 ||

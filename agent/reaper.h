@@ -105,7 +105,7 @@ struct reaper_stats {
     bool containerd_connected; /* its event stream is open */
     size_t leaked_tasks;       /* tasks without an engine container now */
     uint64_t tasks_reaped;     /* leaked by the engine, reaped after removal */
-    uint64_t orphans_reaped;   /* found by the audit and reaped */
+    uint64_t orphans_reaped;   /* orphans the audit listed, reaped */
     /* Durable state. */
     uint64_t store_errors;  /* failed writes (disk full...) */
     size_t reports_unsaved; /* made, waiting for the store to take them */

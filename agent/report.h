@@ -173,7 +173,7 @@ int64_t report_log_end(const struct report_log *rl);
  * Rotation. The rotated files are reports.jsonl.1 (the newest) to
  * reports.jsonl.<keep>; reapd never reads them again (the replay reads
  * reports.jsonl only), so the caller rotates only a file whose every line
- * the state database holds, durably (persist.c).
+ * the state database holds, durably (reportwrite.c).
  */
 #define REPORT_LOG_KEEP_MAX 100
 

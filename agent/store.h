@@ -394,7 +394,7 @@ uint64_t store_checkpoints(const struct store *st);
  * bio.c): begin and end on the loop, store_checkpoint_bg in between,
  * which returns SQLite's result code for store_checkpoint_end. The
  * connection is serialized: a store call from the loop meanwhile waits
- * for the copy, so the loop makes none it can put off (persist.c).
+ * for the copy, so the loop makes none it can put off (groupcommit.c).
  * store_checkpoint_bg first waits (up to a second, sleeping) for the
  * connection to be out of any transaction the other thread has open: so
  * store_checkpoint, which runs it on the caller's thread, must not be

@@ -253,7 +253,7 @@ open_settings(struct store *st)
                       "PRAGMA synchronous = NORMAL;"
                       /* No commit checkpoints (store_wal_hook replaces the
                        * automatic hook): the caller copies the WAL past
-                       * its own bound (persist.c, on agent/bio.c's
+                       * its own bound (groupcommit.c, on agent/bio.c's
                        * thread), so a commit (often a report's) never
                        * carries the copy and its syncs. */
                       "PRAGMA wal_autocheckpoint = 0;"

@@ -14,9 +14,8 @@
 #include "loop.h"
 #include "reaper_int.h"
 
-/* A containerd task whose engine container does not exist (found by the
- * audit): the engine leaked it before reapd watched, or while it was
- * down. */
+/* A containerd task the audit lists without an engine container: the
+ * engine leaked it before reapd watched, or while it was down. */
 struct leak {
     char id[CTR_ID_SIZE];
     enum ctrd_task_status status;

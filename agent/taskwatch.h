@@ -54,7 +54,7 @@ struct taskwatch {
     struct leak *leaks; /* tasks without an engine container */
     size_t nleaks;
     uint64_t tasks_reaped;   /* leaked by the engine, after removal */
-    uint64_t orphans_reaped; /* found by the audit */
+    uint64_t orphans_reaped; /* orphans the audit listed, reaped */
     /* Task lists finished (answered or failed), for reaper_audit_now:
      * the last one's outcome, and whether one more was asked for while
      * one was in flight (its answer may predate the ask). */

@@ -3,8 +3,8 @@
  * system call instead of two per page.
  *
  * SQLite writes each WAL frame as two writes, its 24-byte header and its
- * page: 29 pwrite calls per exit in a burst, 38 on the real engine, each
- * 10-30 us of CPU on a virtual machine (docs/performance.md). This VFS
+ * page: two system calls per page a transaction changes, each dear on a
+ * virtual machine, and an exit makes several transactions. This VFS
  * sits on another (the default one) and, for WAL files only, gathers
  * writes that follow each other in the file into a buffer, written out
  * when the transaction's commit frame is complete, when the buffer is

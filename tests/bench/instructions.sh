@@ -5,8 +5,8 @@
 # and prints the user-space instructions per exit and their share by
 # library. Unlike CPU time, the count does not depend on what else the
 # machine runs, so it shows a change too small for the time's spread
-# (docs/performance.md, "Against a Python watcher", sixth round). The
-# kernel's part is not counted.
+# (docs/performance.md, "Real engine"). The kernel's part is not
+# counted.
 # Prints one line per figure on stdout:
 #   figure KEY VALUE UNIT WHAT...
 # Usage: bash tests/bench/instructions.sh /path/to/reapd   (as root;

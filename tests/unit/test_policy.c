@@ -1,7 +1,8 @@
 /*
  * Unit tests for policy matching: labels, globs, precedence, defaults.
- * Policies are built on the heap the way config.c builds them, so that
- * policy_set_clear is exercised (and checked by ASan/valgrind) too.
+ * Policies are built on the heap the way config_policies.c builds them,
+ * so that policy_set_clear is exercised (and checked by ASan/valgrind)
+ * too.
  */
 #include <setjmp.h>
 #include <stdarg.h>
