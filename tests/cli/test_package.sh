@@ -85,6 +85,7 @@ has -rw-r--r-- /lib/systemd/system/reapd.service
 has -rw-r--r-- /etc/reapd/reapd.json
 has -rw-r--r-- /usr/share/doc/reapd/README.md
 has -rw-r--r-- /usr/share/doc/reapd/report.schema.json
+has -rw-r--r-- /usr/share/doc/reapd/openapi.yaml
 has -rw-r--r-- /usr/share/doc/reapd/copyright
 ndocs=0
 for d in "$SRC"/docs/*.md; do
@@ -96,7 +97,7 @@ MANPAGES=(man8/reapd.8 man8/reapctl.8 man5/reapd.json.5)
 for page in "${MANPAGES[@]}"; do
   has -rw-r--r-- "/usr/share/man/$page.gz"
 done
-ok "files: /usr/sbin/reapd, /usr/sbin/reapctl, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json + copyright; LICENSE Apache-2.0), /usr/share/man/ (${MANPAGES[*]})"
+ok "files: /usr/sbin/reapd, /usr/sbin/reapctl, /lib/systemd/system/reapd.service, /etc/reapd/reapd.json, /usr/share/doc/reapd/ (README.md + $ndocs docs + report.schema.json + openapi.yaml + copyright; LICENSE Apache-2.0), /usr/share/man/ (${MANPAGES[*]})"
 
 # --- control archive: conffiles, maintainer scripts ----------------------
 dpkg-deb --control "$DEB" "$T/control" || fail "dpkg-deb --control"
