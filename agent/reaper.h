@@ -80,6 +80,9 @@ struct reaper_stats {
     /* Writes of reports to reports.jsonl and the store, each with its
      * sync: the reports of a burst share them (persist.h). */
     uint64_t report_writes;
+    /* Loop turns that made reports: a burst made in one turn, or spread
+     * over several (the tests tell the two apart). */
+    uint64_t report_turns;
     uint64_t report_errors;
     uint64_t deletes_ok;
     uint64_t deletes_failed;

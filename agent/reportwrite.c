@@ -630,8 +630,10 @@ turn_count(struct reaper *r)
 {
     struct report_queue *q = &r->oq;
 
-    if (loop_new_turn(r->l, &q->turn_tv))
+    if (loop_new_turn(r->l, &q->turn_tv)) {
         q->in_turn = 0;
+        r->st.report_turns++;
+    }
     return ++q->in_turn;
 }
 

@@ -1864,7 +1864,8 @@ t_lone_report_journaled_during_copy(void **state)
  * journal's wait for company: the lines in reports.jsonl 600 ms later,
  * and the syncs that wrote them. */
 static void
-burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs)
+burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs,
+                  uint64_t *turns)
 {
     enum { N = 12 };
     struct tu_reapd *h = h_new2("", KEPT_ONLY);
@@ -1872,7 +1873,7 @@ burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs)
     struct reaper_stats rs;
     struct store *st;
     char id[CTR_ID_SIZE];
-    uint64_t w0;
+    uint64_t w0, t0;
     int n0;
     unsigned i;
 
@@ -1891,14 +1892,18 @@ burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs)
     TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + N, 5000);
     reaper_stats(h->r, &rs);
     w0 = rs.report_writes;
+    t0 = rs.report_turns;
     fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
     assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), N);
     tu_run_for(h->l, 600);
     *lines = lines_in(h->dir, "reports.jsonl");
     reaper_stats(h->r, &rs);
     *syncs = rs.report_writes - w0;
-    print_message("%d of %d reports journaled in %llu syncs during the copy\n",
-                  *lines, N, (unsigned long long)*syncs);
+    *turns = rs.report_turns - t0;
+    print_message("%d of %d reports journaled in %llu syncs during the copy,"
+                  " made in %llu turns\n",
+                  *lines, N, (unsigned long long)*syncs,
+                  (unsigned long long)*turns);
     assert_int_equal(rs.reports, 0); /* stored at the copy's end */
     tu_release(&ho);
     TU_RUN_UNTIL(h->l, h->nreports == N, 5000);
@@ -1918,29 +1923,39 @@ burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs)
 static void
 t_burst_reports_wait_for_company(void **state)
 {
-    uint64_t syncs;
+    uint64_t syncs, turns;
     int lines;
 
     (void)state;
-    burst_during_copy(10000, &lines, &syncs);
+    burst_during_copy(10000, &lines, &syncs, &turns);
     assert_true(lines >= 8);
     assert_true(lines < 12);
     assert_true(syncs < (uint64_t)lines);
 }
 
 /* ... and with the wait of 5 ms, those short of a batch are journaled
- * once it is up, not at the copy's end: all twelve, in two syncs when
- * the answers come in one turn (a few more when they do not). */
+ * once it is up, not at the copy's end: all twelve. Only a burst made in
+ * one turn leaves the last four to the wait alone (one spread over turns
+ * may end on a turn of a sustained pace, which journals them too), so the
+ * burst is made again until one comes in one turn; under valgrind
+ * (TU_TIME_SCALE) none may, and then only the count is checked. */
 static void
 t_burst_remainder_journaled_after_the_wait(void **state)
 {
-    uint64_t syncs;
-    int lines;
+    uint64_t syncs, turns = 0;
+    int lines, tries;
+    const char *scale = getenv("TU_TIME_SCALE");
 
     (void)state;
-    burst_during_copy(5, &lines, &syncs);
-    assert_int_equal(lines, 12);
-    assert_true(syncs < 12);
+    for (tries = 0; tries < 6 && turns != 1; tries++) {
+        burst_during_copy(5, &lines, &syncs, &turns);
+        assert_int_equal(lines, 12);
+        assert_true(syncs < 12);
+    }
+    if (turns != 1 && (scale == NULL || atoi(scale) <= 1))
+        fail_msg("no burst came in one turn in %d tries", tries);
+    if (turns == 1)
+        assert_int_equal(syncs, 2); /* a batch of 8, then the wait's 4 */
 }
 
 static bool
