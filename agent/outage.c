@@ -14,7 +14,7 @@
 #define LAST_FROM_KEY "docker.last_outage_from_ms"
 #define LAST_TO_KEY   "docker.last_outage_to_ms"
 
-int
+void
 outage_load(struct outages *o, struct store *st)
 {
     int64_t from, to;
@@ -25,10 +25,9 @@ outage_load(struct outages *o, struct store *st)
     if (store_get_checkpoint(st, LAST_FROM_KEY, &from) != STORE_OK ||
         store_get_checkpoint(st, LAST_TO_KEY, &to) != STORE_OK || from <= 0 ||
         to < from)
-        return 0;
+        return;
     o->spans[o->n++ % OUTAGE_SPANS] =
         (struct outage_span){.from = from, .to = to, .down = from};
-    return 0;
 }
 
 bool

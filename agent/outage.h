@@ -35,9 +35,9 @@ struct outages {
     size_t n;
 };
 
-/* The outage an earlier run saw going on or last end. 0, or the store's
- * error (the outages stay empty). */
-int outage_load(struct outages *o, struct store *st);
+/* The outage an earlier run saw going on or last end; what the store
+ * does not hold (or cannot read) stays empty. */
+void outage_load(struct outages *o, struct store *st);
 /* The stream was lost at `now` (wall ms); `unreachable`: the engine
  * itself refused. true when an outage of the engine begins now: the
  * caller saves it at once (outage_save_begin). */

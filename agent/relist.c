@@ -20,7 +20,6 @@
 #define MAX_TOMBSTONE 4096
 
 struct relist {
-    struct loop *l;
     struct docker *d;
     const struct relist_cbs *cb;
     void *arg;
@@ -205,7 +204,6 @@ relist_new(struct loop *l, struct docker *d, const struct relist_cbs *cb,
 
     if (rl == NULL)
         return NULL;
-    rl->l = l;
     rl->d = d;
     rl->cb = cb;
     rl->arg = arg;
