@@ -283,13 +283,15 @@ try_join(struct lc *c, uint64_t now, struct lc_result *res)
     if (!(c->destroy_seen && c->gone_polled))
         return false;
     if (!c->p.containerd) {
-        finish(c, now, res, "removal confirmed: destroy seen and inspect 404");
+        finish(c, now, res,
+               "removal confirmed: destroy seen and the engine said gone");
         return true;
     }
     /* The engine's record is gone; its containerd task must be too. */
     push(res, ACT_STEP_CANCEL, 0, 0);
     go(c, res, LC_TASK_CONFIRMING,
-       "removal confirmed: destroy seen and inspect 404; checking the task");
+       "removal confirmed: destroy seen and the engine said gone; "
+       "checking the task");
     if (!try_task_join(c, now, res))
         want_task_get(c, res);
     return true;
@@ -663,11 +665,15 @@ on_delete_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
         return; /* stale: we moved on while it was in flight */
     switch (o->kind) {
     case OBS_DELETE_DONE:
+        /* The engine answers a DELETE only once its record of the
+         * container is gone: the same word as inspect's 404, so no
+         * inspect is asked for; only the destroy event is awaited. */
         c->removed_by_us = true;
+        c->gone_polled = true;
         c->delete_failures = 0;
         go(c, res, LC_CONFIRMING, "DELETE accepted");
         if (!try_join(c, o->now_ms, res))
-            want_inspect(c, res);
+            poll_later(c, res, 0);
         return;
     case OBS_DELETE_GONE:
         c->gone_polled = true;

@@ -13,8 +13,9 @@
  * Confirmation is a join, in the manner of tmux's job.c: a removal is
  * confirmed only when BOTH the engine's destroy event (or a relist that no
  * longer lists the container, which stands in for an event missed while
- * the stream was down) AND an inspect answering 404 have been seen, in
- * either order. The first only records; the second completes.
+ * the stream was down) AND the engine's word that its record is gone (an
+ * inspect answering 404, or its answer to reapd's DELETE) have been seen,
+ * in either order. The first only records; the second completes.
  */
 #ifndef REAPD_LIFECYCLE_H
 #define REAPD_LIFECYCLE_H
@@ -31,7 +32,7 @@ enum lc_state {
     LC_DELAYING,   /* policy delay before removal */
     LC_QUEUED,     /* waiting for a removal slot (delete.max_in_flight) */
     LC_REMOVING,   /* DELETE sent, or waiting to retry it */
-    LC_CONFIRMING, /* waiting for destroy AND inspect 404 */
+    LC_CONFIRMING, /* waiting for destroy AND gone (inspect 404, DELETE) */
     LC_KEPT,       /* keep policy: exit reported, container stays */
     LC_ABANDONED,  /* gave up (give_up_after_ms): reported, stays */
     LC_DONE,       /* reported; the record is forgotten */

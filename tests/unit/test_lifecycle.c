@@ -1346,7 +1346,7 @@ static const struct recipe recipes[] = {
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_GONE, END_STEP},
      M_ALL},
 
-    {"confirming: DELETE accepted, inspect in flight",
+    {"confirming: DELETE accepted, waiting for destroy",
      LC_CONFIRMING,
      PR_REMOVE,
      false,
@@ -1365,11 +1365,11 @@ static const struct recipe recipes[] = {
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_GONE,
       END_STEP},
      M_ALL},
-    {"confirming: destroy seen, waiting for 404",
+    {"confirming: destroy seen while a DELETE retry waited, waiting for 404",
      LC_CONFIRMING,
      PR_REMOVE,
      false,
-     {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
+     {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DFAIL, S_DESTROY,
       END_STEP},
      M_ALL},
     {"confirming: destroyed while running (die missed)",
@@ -1456,7 +1456,7 @@ static const struct recipe recipes[] = {
      PR_REMOVE,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, END_STEP},
+      END_STEP},
      M_OFF},
     {"done: never started",
      LC_DONE,
@@ -1528,7 +1528,7 @@ static const struct recipe recipes[] = {
      PR_REMOVE,
      false,
      {S_START, S_TEXIT(3), S_TDELEV, S_DIE(3), S_INSP(LC_RUN_EXITED, 3),
-      S_SLOT, S_DDONE, S_DESTROY, END_STEP},
+      S_SLOT, S_DFAIL, S_DESTROY, END_STEP},
      M_CH},
     {"confirming: exit unknown, TaskExit after",
      LC_CONFIRMING,
@@ -1556,7 +1556,7 @@ static const struct recipe recipes[] = {
      PR_REMOVE,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, END_STEP},
+      END_STEP},
      M_CH},
     {"task_confirming: /tasks/delete seen, Tasks.Get in flight",
      LC_TASK_CONFIRMING,
@@ -1570,21 +1570,21 @@ static const struct recipe recipes[] = {
      PR_REMOVE,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, S_TGONE, END_STEP},
+      S_TGONE, END_STEP},
      M_CH},
     {"task_confirming: Tasks.Get failing",
      LC_TASK_CONFIRMING,
      PR_REMOVE_GIVEUP,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, S_TFAIL, S_TSTEP, S_TFAIL, END_STEP},
+      S_TFAIL, S_TSTEP, S_TFAIL, END_STEP},
      M_CH},
     {"task_confirming: task running without its container",
      LC_TASK_CONFIRMING,
      PR_REMOVE,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, S_TRUNNING, END_STEP},
+      S_TRUNNING, END_STEP},
      M_CH},
     {"task_confirming: --rm, no slot",
      LC_TASK_CONFIRMING,
@@ -1615,7 +1615,7 @@ static const struct recipe recipes[] = {
      PR_REMOVE_GIVEUP,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, S_TDDONE, S_CDDONE, END_STEP},
+      S_DESTROY, S_TSTOPPED, S_TDDONE, S_CDDONE, END_STEP},
      M_REAP},
 
     {"task_reaping: Tasks.Delete in flight",
@@ -1623,35 +1623,35 @@ static const struct recipe recipes[] = {
      PR_REMOVE,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, END_STEP},
+      S_DESTROY, S_TSTOPPED, END_STEP},
      M_REAP},
     {"task_reaping: Tasks.Delete failed, retry armed",
      LC_TASK_REAPING,
      PR_REMOVE,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, S_TDFAIL, END_STEP},
+      S_DESTROY, S_TSTOPPED, S_TDFAIL, END_STEP},
      M_REAP},
     {"task_reaping: Tasks.Delete retried",
      LC_TASK_REAPING,
      PR_REMOVE,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, S_TDFAIL, S_TSTEP, END_STEP},
+      S_DESTROY, S_TSTOPPED, S_TDFAIL, S_TSTEP, END_STEP},
      M_REAP},
     {"task_reaping: Containers.Delete in flight",
      LC_TASK_REAPING,
      PR_REMOVE,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, S_TDDONE, END_STEP},
+      S_DESTROY, S_TSTOPPED, S_TDDONE, END_STEP},
      M_REAP},
     {"task_reaping: Containers.Delete failed, retry armed",
      LC_TASK_REAPING,
      PR_REMOVE_GIVEUP,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, S_TDDONE, S_CDFAIL, END_STEP},
+      S_DESTROY, S_TSTOPPED, S_TDDONE, S_CDFAIL, END_STEP},
      M_REAP},
     {"task_reaping: --rm, the task leaked",
      LC_TASK_REAPING,
@@ -1666,29 +1666,28 @@ static const struct recipe recipes[] = {
      PR_REMOVE,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, S_TDELEV, S_TGONE, END_STEP},
+      S_TDELEV, S_TGONE, END_STEP},
      M_CH},
     {"done: leaked task left alone",
      LC_DONE,
      PR_REMOVE,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, END_STEP},
+      S_DESTROY, S_TSTOPPED, END_STEP},
      M_NOREAP},
     {"done: leaked task reaped and confirmed",
      LC_DONE,
      PR_REMOVE,
      false,
      {S_START, S_DIE(255), S_INSP(LC_RUN_EXITED, 7), S_SLOT, S_DDONE,
-      S_DESTROY, S_GONE, S_TSTOPPED, S_TDDONE, S_CDDONE, S_TDELEV, S_TGONE,
-      END_STEP},
+      S_DESTROY, S_TSTOPPED, S_TDDONE, S_CDDONE, S_TDELEV, S_TGONE, END_STEP},
      M_REAP},
     {"done: gave up in the task phase",
      LC_DONE,
      PR_REMOVE_GIVEUP,
      false,
      {S_START, S_DIE(3), S_INSP(LC_RUN_EXITED, 3), S_SLOT, S_DDONE, S_DESTROY,
-      S_GONE, S_TRUNNING, S_GIVEUP, END_STEP},
+      S_TRUNNING, S_GIVEUP, END_STEP},
      M_CH},
 };
 
@@ -1839,8 +1838,14 @@ static const struct {
      "RMMMMMMMMMMMMMMMMMMMMCCCMMMMA"
      "MMMMMMMMMMM",
      NULL},
-    {LC_CONFIRMING, M_ALL, NULL,
-     "RCCCCCCCCCCCRRRRCMMCCCCCCCCCA"
+    /* The DELETE's answer said the container is gone: the destroy event
+     * (or a relist's absence) completes the engine's join. */
+    {LC_CONFIRMING, M_OFF, NULL,
+     "RCCDCCCCCCCDRRRRCMMCCCCCCCCCA"
+     "CCCCCCCCCCC",
+     NULL},
+    {LC_CONFIRMING, M_CH, NULL,
+     "RCCTCCCCCCCTRRRRCMMCCCCCCCCCA"
      "CCCCCCCCCCC",
      NULL},
     {LC_KEPT, M_ALL, NULL,
@@ -1857,11 +1862,13 @@ static const struct {
      NULL},
     /* The engine's join completing: done without the channel, the task
      * phase with it. */
-    {LC_CONFIRMING, M_OFF, "confirming: destroy seen, waiting for 404",
+    {LC_CONFIRMING, M_OFF,
+     "confirming: destroy seen while a DELETE retry waited, waiting for 404",
      "RCCCCCCCCCCCRRRRCMMDCCCCCCCCD"
      "CCCCCCCCCCC",
      NULL},
-    {LC_CONFIRMING, M_CH, "confirming: destroy seen, waiting for 404",
+    {LC_CONFIRMING, M_CH,
+     "confirming: destroy seen while a DELETE retry waited, waiting for 404",
      "RCCCCCCCCCCCRRRRCMMTCCCCCCCCD"
      "CCCCCCCCCCC",
      NULL},
@@ -3435,11 +3442,13 @@ p_remove(void)
 }
 
 /* die(42), settled by inspect, slot, DELETE, then both halves of the join:
- * `order` picks when the destroy event and the inspect 404 come. */
+ * the engine's word that the container is gone (its answer to the DELETE,
+ * or an inspect's 404) and the destroy event. `order` picks when the
+ * destroy event comes. */
 enum join_order {
-    DESTROY_AFTER_DELETE_THEN_404, /* DELETE 2xx, destroy, 404 */
-    DESTROY_BEFORE_DELETE_ANSWER,  /* destroy, DELETE 2xx, 404 */
-    GONE_THEN_DESTROY,             /* DELETE 2xx, 404, poll, destroy */
+    DESTROY_AFTER_DELETE_ANSWER,  /* DELETE 2xx, destroy */
+    DESTROY_BEFORE_DELETE_ANSWER, /* destroy, DELETE 2xx */
+    GONE_THEN_DESTROY,            /* DELETE 2xx, poll, 404, poll, destroy */
 };
 
 static void
@@ -3475,34 +3484,34 @@ happy_path(enum join_order order)
 
     s.now = 10100;
     switch (order) {
-    case DESTROY_AFTER_DELETE_THEN_404:
-        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-        assert_true(s.c.removed_by_us);
-        s.now = 10150;
-        STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
-        assert_true(s.c.destroy_seen);
+    case DESTROY_AFTER_DELETE_ANSWER:
+        /* The DELETE's answer is the engine's word: no inspect for it,
+         * only a poll should the destroy event never come. */
+        r = sc_step(&s, ob(OBS_DELETE_DONE));
+        assert_int_equal(s.c.state, LC_CONFIRMING);
+        ACTS(r, ACT_STEP_TIMER);
+        assert_int_equal(act_ms(r, ACT_STEP_TIMER), POLL);
+        assert_true(s.c.removed_by_us && s.c.gone_polled);
         s.now = 10200;
-        STEP(&s, ob(OBS_INSPECT_GONE), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
-             ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
+        STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT,
+             ACT_STEP_CANCEL, ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
         break;
     case DESTROY_BEFORE_DELETE_ANSWER:
         STEP(&s, ob(OBS_EVENT_DESTROY), LC_REMOVING, NOACT);
-        s.now = 10150;
-        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+        assert_true(s.c.destroy_seen);
         s.now = 10200;
-        STEP(&s, ob(OBS_INSPECT_GONE), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
+        STEP(&s, ob(OBS_DELETE_DONE), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
              ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
         break;
     case GONE_THEN_DESTROY:
-        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
+        /* The poll goes on until the destroy arrives. */
         s.now = 10150;
+        STEP(&s, ob(OBS_TIMER_STEP), LC_CONFIRMING, ACT_INSPECT);
         r = sc_step(&s, ob(OBS_INSPECT_GONE));
         assert_int_equal(s.c.state, LC_CONFIRMING);
         ACTS(r, ACT_STEP_TIMER);
         assert_int_equal(act_ms(r, ACT_STEP_TIMER), POLL);
-        /* The poll goes on until the destroy arrives. */
-        STEP(&s, ob(OBS_TIMER_STEP), LC_CONFIRMING, ACT_INSPECT);
-        STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_STEP_TIMER);
         s.now = 10200;
         STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT,
              ACT_STEP_CANCEL, ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
@@ -3525,7 +3534,7 @@ static void
 test_happy_path(void **state)
 {
     (void)state;
-    happy_path(DESTROY_AFTER_DELETE_THEN_404);
+    happy_path(DESTROY_AFTER_DELETE_ANSWER);
 }
 
 static void
@@ -3558,8 +3567,7 @@ test_delete_timeout_exit_code_mismatch(void **state)
     assert_int_equal(s.c.die_code, 255);
     assert_true(s.c.anomalies & LC_AN_EXIT_CODE_MISMATCH);
     STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-    STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
     s.now += 41234;
     STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
          ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
@@ -3648,10 +3656,9 @@ restart(enum lc_run run)
     STEP(&s, ob_die(0), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
     STEP(&s, ob_insp(LC_RUN_EXITED, 0), LC_QUEUED, ACT_WANT_SLOT);
     STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-    STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
     s.now = 50300;
-    STEP(&s, ob(OBS_INSPECT_GONE), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
          ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
     REPORT(&s, .exit_known = true, .exit_code = 0, .source = LC_SRC_INSPECT,
            .die_has_code = true, .die_code = 0, .anomalies = 0,
@@ -3837,10 +3844,9 @@ test_delete_retried(void **state)
     assert_int_equal(d2, BASE);
     assert_true(d2 > d1);
     STEP(&s, ob(OBS_TIMER_STEP), LC_REMOVING, ACT_DELETE);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
     assert_int_equal(s.c.delete_failures, 0);
-    STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
-    STEP(&s, ob(OBS_INSPECT_GONE), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
          ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
     REPORT(&s, .exit_known = true, .exit_code = 0, .source = LC_SRC_INSPECT,
            .die_has_code = true, .die_code = 0,
@@ -3965,7 +3971,8 @@ test_inspect_timeouts_retried(void **state)
                      LC_AN_EXIT_CODE_MISMATCH | LC_AN_CLEANUP_SLOW);
     /* The count starts again for the confirmation's inspects. */
     STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_CONFIRMING, ACT_INSPECT);
     sc_step(&s, ob(OBS_INSPECT_FAILED));
     assert_int_equal(act_ms(&s.r, ACT_STEP_TIMER), 50);
     assert_int_equal(s.c.state, LC_CONFIRMING);
@@ -4196,8 +4203,7 @@ test_relist_found_exited(void **state)
     assert_false(s.c.die_seen);
     STEP(&s, ob_insp(LC_RUN_EXITED, 4), LC_QUEUED, ACT_WANT_SLOT);
     STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-    STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
     /* A relist that no longer lists it stands in for the destroy. */
     STEP(&s, ob(OBS_ABSENT), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
          ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
@@ -4224,8 +4230,7 @@ test_relist_found_exited_after_outage(void **state)
     assert_int_equal(s.c.anomalies, LC_AN_EXITED_ENGINE_DOWN);
     STEP(&s, ob_insp(LC_RUN_EXITED, 255), LC_QUEUED, ACT_WANT_SLOT);
     STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-    STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
     STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
          ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
     REPORT(&s, .exit_known = true, .exit_code = 255, .source = LC_SRC_INSPECT,
@@ -4516,9 +4521,8 @@ to_task_phase(struct sc *s)
 {
     assert_int_equal(s->c.state, LC_QUEUED);
     STEP(s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
-    STEP(s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-    STEP(s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
-    STEP(s, ob(OBS_INSPECT_GONE), LC_TASK_CONFIRMING, ACT_STEP_CANCEL,
+    STEP(s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(s, ob(OBS_EVENT_DESTROY), LC_TASK_CONFIRMING, ACT_STEP_CANCEL,
          ACT_TASK_GET);
     /* The engine's side is confirmed; the slot is still held: it bounds
      * the whole removal. */
@@ -5041,11 +5045,10 @@ test_containerd_outage_makes_sure_of_container(void **state)
         STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
         if (cleanup[i] == LC_REMOVING)
             STEP(&s, ob(OBS_CTRD_OUTAGE), LC_REMOVING, NOACT);
-        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+        STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
         if (cleanup[i] == LC_CONFIRMING)
             STEP(&s, ob(OBS_CTRD_OUTAGE), LC_CONFIRMING, NOACT);
-        STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
-        STEP(&s, ob(OBS_INSPECT_GONE), LC_TASK_CONFIRMING, ACT_STEP_CANCEL,
+        STEP(&s, ob(OBS_EVENT_DESTROY), LC_TASK_CONFIRMING, ACT_STEP_CANCEL,
              ACT_TASK_GET);
         troubled_task_join(&s);
         REPORT(&s, .exit_known = true, .exit_code = 3,
@@ -5506,17 +5509,17 @@ test_containerd_channel_off_ignores_task_observations(void **state)
             STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
             break;
         case 3:
-            STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
+            STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
             break;
         case 4:
-            STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
+            STEP(&s, ob(OBS_TIMER_STEP), LC_CONFIRMING, ACT_INSPECT);
             break;
         default:
             break;
         }
     }
     /* The engine's join is the end: no task phase. */
-    STEP(&s, ob(OBS_INSPECT_GONE), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,
          ACT_DEADLINES_CANCEL, ACT_REPORT, ACT_FORGET);
     REPORT(&s, .exit_known = true, .exit_code = 7, .source = LC_SRC_INSPECT,
            .die_has_code = true, .die_code = 255,
@@ -5858,8 +5861,9 @@ test_regress_abandoned_after_destroy_parks(void **state)
     (void)state;
     sc_init(&s, &p);
     SC_REACH(&s, LC_REMOVING, 6);
-    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_INSPECT);
-    STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, NOACT);
+    STEP(&s, ob(OBS_DELETE_FAILED), LC_REMOVING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_CONFIRMING, ACT_STEP_CANCEL,
+         ACT_INSPECT);
     STEP(&s, ob(OBS_INSPECT_FAILED), LC_CONFIRMING, ACT_STEP_TIMER);
     /* Its destroy was seen already: report and forget at once. */
     STEP(&s, ob(OBS_TIMER_GIVEUP), LC_DONE, ACT_DROP_SLOT, ACT_STEP_CANCEL,

@@ -1927,10 +1927,10 @@ t_rotation_checkpoint_first(void **state)
     (void)state;
     exit_one(&h, 1, labels);
     TU_RUN_UNTIL(h.l, h.nreports == 1, 5000);
-    /* Container 2's inspects are slow: its DELETE goes out, and its
+    /* Container 2's DELETE is answered slowly: it goes out, and 2's
      * report comes after 3's, whose report makes the rotation. */
     tu_container_id(cid, 2);
-    fake_engine_delay(h.fe, FAKE_INSPECT, 800, cid);
+    fake_engine_delay(h.fe, FAKE_DELETE, 800, cid);
     exit_one(&h, 2, labels);
     TU_RUN_UNTIL(h.l, fake_engine_count(h.fe, FAKE_DELETE) == 2, 5000);
     report_log_set_rotate_hook(store_read_only_at_synced, st);
