@@ -589,6 +589,36 @@ t_get_buffered_unix(void **state)
     fx_free(f);
 }
 
+/* A unix socket is reached directly whatever proxy the environment
+ * names (each of the variables libcurl reads): libcurl applies no proxy
+ * to one, so an http_proxy set for the upstream never takes the
+ * engine's or containerd's calls. */
+static void
+t_unix_ignores_proxy_env(void **state)
+{
+    static const char *const vars[] = {"http_proxy", "HTTP_PROXY",
+                                       "all_proxy", "ALL_PROXY"};
+    struct fx *f = fx_new();
+    struct rec r = {0};
+    struct loop_http_req req = {.url = "http://localhost/hello",
+                                .unix_socket = f->s->sock};
+    size_t i;
+
+    (void)state;
+    for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        /* A port nothing listens on: a call sent there fails. */
+        assert_int_equal(setenv(vars[i], "http://127.0.0.1:9", 1), 0);
+        r.call = loop_http(f->l, &req, rec_headers, NULL, rec_done, &r);
+        assert_non_null(r.call);
+        TU_RUN_UNTIL(f->l, r.done > 0, 3000);
+        check_hello(&r);
+        rec_clear(&r);
+        memset(&r, 0, sizeof(r));
+        assert_int_equal(unsetenv(vars[i]), 0);
+    }
+    fx_free(f);
+}
+
 /* Any status is a response: HTTPC_OK with the status and body. */
 static void
 t_non_2xx_is_ok(void **state)
@@ -1510,6 +1540,7 @@ main(void)
         cmocka_unit_test(t_loop_basics),
         cmocka_unit_test(t_get_buffered_tcp),
         cmocka_unit_test(t_get_buffered_unix),
+        cmocka_unit_test(t_unix_ignores_proxy_env),
         cmocka_unit_test(t_non_2xx_is_ok),
         cmocka_unit_test(t_post_body_and_headers),
         cmocka_unit_test(t_stream_in_order),
