@@ -111,8 +111,9 @@ struct json_stream {
 
     /* The chunk yajl is working on; callbacks read the gap bytes in it. */
     const unsigned char *chunk;
-    size_t base;  /* offset of chunk[0] in the whole input */
-    size_t total; /* bytes fed so far */
+    size_t base;    /* offset of chunk[0] in the whole input */
+    size_t total;   /* bytes fed so far */
+    size_t scanned; /* bytes the string scanner looked at (see json.h) */
 
     enum gap gap;
     size_t gap_pos;   /* bytes before this are scanned */
@@ -1008,6 +1009,12 @@ struct cut {
     size_t at0;  /* the input offset of buf[0] */
     size_t i;    /* the next byte to look at */
     size_t from; /* the first byte not yet handed to yajl or stepped over */
+    /* What the last scans found: no stop byte in [out_from, out_at)
+     * between strings, none in [in_from, in_at) inside one (a stop or
+     * the chunk's end at the upper bound). Bytes there that must be
+     * stepped one by one are not looked at again, or a long run of them
+     * would be scanned once per byte. */
+    size_t out_from, out_at, in_from, in_at;
 };
 
 /* A string opens; a cut may fall at `safe_at` at the earliest. */
@@ -1036,16 +1043,26 @@ skim(struct json_stream *s, struct cut *k)
     size_t run;
 
     if (s->scan == SCAN_OUT) {
+        if (k->i >= k->out_from && k->i < k->out_at)
+            return 0;
         /* Gaps and strings are short: a plain loop beats memchr. */
         q = find_stop(k->buf + k->i, k->end, 0);
+        s->scanned += (size_t)(q - (k->buf + k->i));
+        k->out_from = k->i;
+        k->out_at = (size_t)(q - k->buf);
         if (q == k->end || s->bare + (size_t)(q - (k->buf + k->i)) > BARE_MAX)
             return 0;
         k->i = (size_t)(q - k->buf) + 1;
         string_opens(s, k->at0 + k->i);
     }
     if (s->scan == SCAN_IN && s->esc == 0 && s->utf_left == 0) {
+        if (k->i >= k->in_from && k->i < k->in_at)
+            return 0;
         q = find_stop(k->buf + k->i, k->end, 1);
         run = (size_t)(q - (k->buf + k->i));
+        s->scanned += run;
+        k->in_from = k->i;
+        k->in_at = (size_t)(q - k->buf);
         if (q < k->end && *q == '"' && run <= s->lim.max_string - s->sraw) {
             k->i += run + 1;
             s->scan = SCAN_OUT;
@@ -1192,7 +1209,7 @@ cut_end(struct json_stream *s, const struct cut *k)
 static int
 feed_cutting(struct json_stream *s, const unsigned char *buf, size_t len)
 {
-    struct cut k = {buf, buf + len, len, s->total, 0, 0};
+    struct cut k = {buf, buf + len, len, s->total, 0, 0, 0, 0, 0, 0};
     int rc = 0;
 
     s->total += len;
@@ -1331,6 +1348,12 @@ size_t
 json_stream_error_offset(const struct json_stream *s)
 {
     return s->failed ? s->err_offset : 0;
+}
+
+size_t
+json_stream_scanned(const struct json_stream *s)
+{
+    return s->scanned;
 }
 
 int

@@ -139,6 +139,11 @@ size_t json_stream_error_offset(const struct json_stream *s);
 /* Did the stream fail because memory ran out (not because of the
  * input)? Then the input may be fine, and worth reading again. */
 int json_stream_oom(const struct json_stream *s);
+/* JSON_TRUNCATE: the bytes its string scanner has looked at, which must
+ * stay within a small multiple of the bytes fed whatever the input (the
+ * tests check it: a scan that started over at each byte would hold the
+ * loop for seconds on a megabyte without a quote). */
+size_t json_stream_scanned(const struct json_stream *s);
 
 /* Where the document that failed began (its first byte that is not
  * blank), so a caller can resynchronise a stream of lines after it. */

@@ -1014,6 +1014,79 @@ test_drop_items(void **state)
     expect_error("[1,2,3]", &lim, 0, "array has more than 2 elements");
 }
 
+static int
+skip_all(int tag, const char *key, size_t len, int cut, size_t index,
+         void *arg)
+{
+    (void)tag;
+    (void)key;
+    (void)len;
+    (void)cut;
+    (void)index;
+    (void)arg;
+    return JSON_SKIP;
+}
+
+/*
+ * The string scanner of JSON_TRUNCATE looks at each byte a bounded number
+ * of times whatever the input: a long run without a quote (numbers,
+ * blanks), where it once started over at each byte, in one chunk and in
+ * many; one with strings among it; and in a string far longer than
+ * max_string, cut.
+ */
+static void
+test_cut_scan_linear(void **state)
+{
+    static const size_t chunks[] = {SIZE_MAX, 4096, 7, 1};
+    const size_t n = 20000;
+    char *doc = malloc(4 * n + 64);
+    size_t len, i, off, k, c;
+
+    (void)state;
+    assert_non_null(doc);
+    for (c = 0; c < 3; c++) {
+        len = 0;
+        doc[len++] = '[';
+        for (i = 0; i < n && c == 2; i++)
+            doc[len++] = i == 0 || i == n - 1 ? '"' : 'a';
+        if (c == 2)
+            doc[len++] = ',';
+        for (i = 0; i < n && c != 2; i++) {
+            /* c == 1: a short string every 1000 numbers. */
+            if (c == 1 && i % 1000 == 999) {
+                memcpy(doc + len, "\"a\",", 4);
+                len += 4;
+            } else {
+                doc[len++] = '0';
+                doc[len++] = ',';
+            }
+        }
+        doc[len++] = '0';
+        doc[len++] = ']';
+        for (k = 0; k < sizeof(chunks) / sizeof(chunks[0]); k++) {
+            struct json_limits lim = {.max_string = 1024};
+            struct json_stream *js =
+                json_stream_new(&lim, JSON_TRUNCATE, NULL, NULL);
+
+            assert_non_null(js);
+            json_stream_set_filter(js, skip_all, NULL);
+            for (off = 0; off < len; off += chunks[k])
+                assert_int_equal(json_stream_feed(js, doc + off,
+                                                  len - off < chunks[k]
+                                                      ? len - off
+                                                      : chunks[k]),
+                                 0);
+            assert_int_equal(json_stream_finish(js), 0);
+            if (json_stream_scanned(js) > 2 * len)
+                print_error("case %zu chunk %zu: %zu bytes scanned for %zu\n",
+                            c, chunks[k], json_stream_scanned(js), len);
+            assert_true(json_stream_scanned(js) <= 2 * len);
+            json_stream_free(js);
+        }
+    }
+    free(doc);
+}
+
 enum { T_ROOT, T_CONFIG, T_LABELS };
 
 static int
@@ -1177,6 +1250,7 @@ main(void)
         cmocka_unit_test(test_cut_errors),
         cmocka_unit_test(test_cut_broken_utf8),
         cmocka_unit_test(test_cut_huge),
+        cmocka_unit_test(test_cut_scan_linear),
         cmocka_unit_test(test_drop_items),
         cmocka_unit_test(test_filter),
     };
