@@ -4,9 +4,8 @@
  *
  * Pending changes go in one transaction per window (GROUP_COMMIT_MS, or
  * LAZY_COMMIT_MS for what a restart learns again), a slice at a time
- * within a loop turn's budget. The WAL's copy runs on the bio thread and
- * holds the store's connection: the commits that can wait do, and its
- * end writes them (the copy_ended hook).
+ * within a loop turn's budget. The WAL's copy runs on the bio thread, on
+ * a connection of the store's own: commits go on meanwhile.
  */
 #include "groupcommit.h"
 
@@ -38,10 +37,11 @@
 #define LAZY_COMMIT_MS 1000
 
 /*
- * The WAL is copied into the database once it holds this many pages, on
- * agent/bio.c's thread (store_on_wal), not inside whichever commit
- * crossed SQLite's own bound. Meanwhile commits wait, so a copy is kept
- * short: its distinct pages and two syncs.
+ * The WAL is copied into the database once this many of its pages are
+ * not yet copied, on agent/bio.c's thread (store_on_wal), not inside
+ * whichever commit crossed SQLite's own bound: a copy is its distinct
+ * pages and two syncs, and the WAL starts over after each one that
+ * catches up.
  */
 #define CHECKPOINT_PAGES 256
 
@@ -252,19 +252,6 @@ groupcommit_ids(struct reaper *r, const char *const *ids, size_t n)
     return rc;
 }
 
-/*
- * The WAL's copy is running or about to: slices that can wait do. Each
- * one written meanwhile would make the copy longer, and a DELETE's own
- * flush would then wait for it on the loop.
- */
-static bool
-ckpt_due(const struct reaper *r)
-{
-    /* A copy that failed (a full disk) is tried again in a second:
-     * meanwhile the writes go on, and fail or not on their own. */
-    return bio_busy(r->ps.bio) || (r->ps.ckpt_scheduled && !r->ps.ckpt_failed);
-}
-
 static void
 flush_within(struct reaper *r, uint64_t ms)
 {
@@ -274,7 +261,7 @@ flush_within(struct reaper *r, uint64_t ms)
      * start) writes them a slice at a time: their copies, held until the
      * flush, would otherwise interleave with the records made meanwhile
      * and leave the heap fragmented for good. */
-    if (store_pending(r->store) >= FLUSH_SLICE_ROWS && !ckpt_due(r)) {
+    if (store_pending(r->store) >= FLUSH_SLICE_ROWS) {
         if (!flush_budget(r) || groupcommit_slice(r, NULL) >= 0) {
             /* A slice written, or none due this turn: the rest next. */
             if (store_pending(r->store) > 0)
@@ -382,15 +369,14 @@ checkpoint_result(struct reaper *r, int rc)
 {
     persist_result(r, rc, "copying the WAL into the state database");
     /* Failed (a full disk): again in a second, and at the next commit. */
-    r->ps.ckpt_failed = rc < 0;
     if (rc < 0) {
         r->ps.ckpt_scheduled = true;
         loop_timer_ms(r->ps.ckpt_ev, 1000);
     }
 }
 
-/* On the bio thread: the store is not touched by the loop meanwhile but
- * for what cannot wait, and the connection serializes that. */
+/* On the bio thread, on the store's checkpoint connection: the loop goes
+ * on with its own. */
 static int
 checkpoint_job(void *arg)
 {
@@ -405,14 +391,6 @@ checkpoint_done(int rc, void *arg)
     struct reaper *r = arg;
 
     checkpoint_result(r, store_checkpoint_end(r->store, rc));
-    /* What waited for the connection, before another copy can begin. */
-    r->ps.hooks->copy_ended(r);
-    if (r->ps.flush_deferred) {
-        r->ps.flush_deferred = false;
-        /* Unless the DELETEs' and reports' transactions just wrote it. */
-        if (!nothing_waits(r))
-            persist_flush_soon(r);
-    }
     /* What was committed meanwhile may be past the bound already. */
     if (store_wal_pages(r->store) >= CHECKPOINT_PAGES)
         on_wal_full(r);
@@ -437,22 +415,7 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
     bio_run(r->ps.bio, checkpoint_job, checkpoint_done, r);
 }
 
-bool
-persist_store_busy(const struct reaper *r)
-{
-    return r->store != NULL && bio_busy(r->ps.bio);
-}
-
-bool
-persist_backlogged(const struct reaper *r)
-{
-    return r->store != NULL && ckpt_due(r) &&
-           store_pending(r->store) >= FLUSH_SLICE_ROWS;
-}
-
-/* The group commit's timer: put off while the store copies its WAL (the
- * copy's end flushes), where persist_flush_now, for what must be on disk
- * before reapd goes on, waits for it. */
+/* The group commit's timer. */
 static void
 on_flush(evutil_socket_t fd, short what, void *arg)
 {
@@ -463,10 +426,6 @@ on_flush(evutil_socket_t fd, short what, void *arg)
     r->ps.flush_scheduled = false;
     if (nothing_waits(r))
         r->ps.empty_flushes++;
-    if (ckpt_due(r)) {
-        r->ps.flush_deferred = true;
-        return;
-    }
     /* At least one slice (the group commit is due), more within the
      * turn's budget. */
     do {

@@ -7,12 +7,12 @@
  * budget, at once for a DELETE or for a fact nobody will tell reapd
  * again. A write that fails is counted, said once (persist_result) and
  * retried a second later. The WAL is copied into the database on the bio
- * thread (agent/bio.c) once it grows past a bound; meanwhile the commits
- * that can wait do, and the copy's end writes them.
+ * thread (agent/bio.c), on the store's connection for it, once it grows
+ * past a bound; commits go on meanwhile.
  *
  * The lowest part of the durable layer (persist.h, which declares these
  * to the driver): persist.c and reportwrite.c call down into it; what it
- * must tell them (the copy ended, a retry is due) goes through the hooks
+ * must tell them (a retry is due) goes through the hooks
  * given at groupcommit_init. Its state is struct persist's group commit
  * part (persist.h), embedded in struct reaper. Owns the flush, retry and
  * copy timers and the bio thread. Without a store (r->store NULL) nothing
@@ -30,9 +30,6 @@ struct rec;
 
 /* What the group commit tells the layers above it. */
 struct groupcommit_hooks {
-    /* The WAL's copy ended: what waited for the store's connection is
-     * written now, before another copy can begin. */
-    void (*copy_ended)(struct reaper *r);
     /* A second after groupcommit_retry_later: what waits in memory for
      * the store is tried again. false: it still fails (and asked for
      * another retry); true: the pending changes are flushed next. */
@@ -44,8 +41,8 @@ struct groupcommit_hooks {
 int groupcommit_init(struct reaper *r, const struct groupcommit_hooks *h);
 /* At the store's start: the WAL is copied once it holds enough pages. */
 void groupcommit_start(struct reaper *r);
-/* A copy in flight ends, and the next ones run on the loop: the store is
- * the loop's alone (at a stop, before the last commits). */
+/* A copy in flight ends, and the next ones run on the loop (at a stop,
+ * before the last commits: the store closes only after). */
 void groupcommit_stop(struct reaper *r);
 /* The events checkpoint and a last flush; frees what init made. */
 void groupcommit_cleanup(struct reaper *r);
@@ -70,14 +67,6 @@ void persist_flush_now(struct reaper *r);
 /* Counts and says (once) a failed write (rc < 0), and that writes work
  * again. `what` is static text for the log. */
 void persist_result(struct reaper *r, int rc, const char *what);
-/* The records waiting are as many as one commit takes and the store is
- * busy with a checkpoint: whoever makes more (a relist's slice) waits. */
-bool persist_backlogged(const struct reaper *r);
-/* The WAL's copy runs on the bio thread and holds the store's connection
- * till its end: a store call now would hold the loop as long. What can
- * wait does: DELETEs (persist_before_delete) and reports are written
- * when the copy ends. */
-bool persist_store_busy(const struct reaper *r);
 
 /* Writes the record of container `id` (NULL: none in particular) with
  * other pending changes, a slice in all, now: 0, or the store's error

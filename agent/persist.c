@@ -6,7 +6,7 @@
  * by the DELETEs of a loop turn; delivered reports are pruned. When the
  * commits happen is the group commit's (groupcommit.c), the reports are
  * reportwrite.c's: this file starts and stops both, and gives the group
- * commit's hooks (the WAL copy's end, the retry) to what waits for them.
+ * commit's retry hook to what waits for it.
  */
 #include "persist.h"
 
@@ -27,16 +27,6 @@ static void on_prune(evutil_socket_t fd, short what, void *arg);
 static void on_delq(evutil_socket_t fd, short what, void *arg);
 static void flush_delq(struct reaper *r);
 
-/* The WAL's copy ended: what waited for the connection, before another
- * copy can begin: the DELETEs' records, then the reports. */
-static void
-copy_ended(struct reaper *r)
-{
-    flush_delq(r);
-    if (r->oq.n > 0)
-        persist_commit_reports(r);
-}
-
 /* c's report is written: c, held for it, is forgotten if it waited for
  * that, or else its record written. */
 static void
@@ -52,7 +42,6 @@ int
 persist_init(struct reaper *r, const struct persist_cbs *up)
 {
     static const struct groupcommit_hooks hooks = {
-        .copy_ended = copy_ended,
         .retry = reportwrite_retry,
     };
     struct persist *ps = &r->ps;
@@ -381,9 +370,6 @@ on_delq(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    /* The copy's end writes them. */
-    if (persist_store_busy(arg))
-        return;
     flush_delq(arg);
 }
 
@@ -400,10 +386,9 @@ persist_before_delete(struct rec *c)
     /* The step's own persist, after its actions, would write the same. */
     c->persist_done = true;
     /* Out of memory for the queue: written now, as the first. */
-    if ((ps->ndelq > 0 || persist_store_busy(r) ||
-         !loop_new_turn(r->l, &ps->delete_tv)) &&
+    if ((ps->ndelq > 0 || !loop_new_turn(r->l, &ps->delete_tv)) &&
         delq_push(c)) {
-        if (ps->ndelq >= PERSIST_DELETE_BATCH && !persist_store_busy(r))
+        if (ps->ndelq >= PERSIST_DELETE_BATCH)
             flush_delq(r);
         return PERSIST_QUEUED;
     }

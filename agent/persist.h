@@ -71,9 +71,7 @@ struct persist {
     struct event *retry;
     struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
     bool ckpt_scheduled;
-    bool ckpt_failed;       /* the last copy failed; tried again in a second */
     struct bio *bio;        /* where the checkpoint runs (NULL: on the loop) */
-    bool flush_deferred;    /* a group commit waits for the checkpoint */
     struct timeval turn_tv; /* the loop turn turn_flush_ns is of */
     uint64_t turn_flush_ns; /* spent writing records in it */
     uint64_t errors;        /* failed writes */
@@ -105,8 +103,7 @@ struct persist {
     struct event *prune_timer;
     uint64_t pruned;
     /* DELETEs waiting for their records' commit (persist_before_delete):
-     * of this loop turn, or of the WAL copy's time; and the turn of the
-     * last sent at once. */
+     * of this loop turn; and the turn of the last sent at once. */
     struct rec **delq;
     size_t ndelq, delq_cap;
     struct event *delq_ev; /* active while ndelq > 0: the turn's end */
@@ -132,8 +129,7 @@ void persist_rec(struct rec *c);
  * other pending changes) at once: PERSIST_NOW, send it. The next ones of
  * the same turn share one commit, when PERSIST_DELETE_BATCH wait or at
  * the turn's end: PERSIST_QUEUED, and reaper_delete_written says when.
- * While the WAL's copy runs (persist_store_busy), every one is queued, and
- * written when it ends. PERSIST_HELD: the state cannot be written (the
+ * PERSIST_HELD: the state cannot be written (the
  * DELETE waits).
  */
 enum persist_delete { PERSIST_NOW, PERSIST_QUEUED, PERSIST_HELD };

@@ -1024,12 +1024,6 @@ relist_finish(void *arg, uint32_t gen, size_t n, bool incomplete)
     }
 }
 
-static bool
-relist_busy(void *arg)
-{
-    return persist_backlogged(arg);
-}
-
 /* Events were stepped over: a container may have exited unseen. A
  * relist finds it; bursts of bad events share one, a second later. */
 static void
@@ -1120,7 +1114,6 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
         .answered = relist_answered,
         .take = relist_take,
         .finish = relist_finish,
-        .busy = relist_busy,
     };
     struct reaper *r = calloc(1, sizeof(*r));
 
@@ -1186,12 +1179,6 @@ void
 reaper_set_relist_slice_ns(struct reaper *r, uint64_t ns)
 {
     relist_set_slice_ns(r->relist, ns);
-}
-
-void
-reaper_set_journal_wait_ms(struct reaper *r, unsigned ms)
-{
-    r->oq.journal_wait_ms = ms;
 }
 
 void

@@ -139,11 +139,6 @@ void reaper_free(struct reaper *r);
  * gets its turn (default 2 ms; tests make it short to see the slices). */
 void reaper_set_relist_slice_ns(struct reaper *r, uint64_t ns);
 
-/* How long a report of a burst made during the WAL's copy waits for
- * others to share its journal sync (default 5 ms; tests make it long to
- * tell a report that waited from one that did not). */
-void reaper_set_journal_wait_ms(struct reaper *r, unsigned ms);
-
 /* Swaps the config (SIGHUP). Records already tracked keep the policy they
  * were given; new ones get the new policies. `cfg` is borrowed. */
 void reaper_set_config(struct reaper *r, const struct config *cfg);

@@ -45,8 +45,6 @@ struct unsaved {
     bool only_copy;
 };
 
-static bool reports_unstored(const struct reaper *r);
-
 /* ---- reports.jsonl, the store, the reports kept in memory ------------ */
 
 /* Without an upstream, reports.jsonl and the store are where a report
@@ -138,12 +136,6 @@ journal_catch_up(struct reaper *r)
     return true;
 }
 
-bool
-persist_journal_ready(const struct reaper *r)
-{
-    return r->store == NULL || !r->ps.journal_behind;
-}
-
 int
 persist_journal_append_many(struct reaper *r, const struct report_line *v,
                             size_t n)
@@ -231,13 +223,13 @@ rotate_journal(struct reaper *r)
 }
 
 /* Whether reports.jsonl's checkpoint may move to the file's end once the
- * reports being stored are: none waits in memory or journaled and not
- * stored, and the checkpoint is not behind a rotation. */
+ * reports being stored are: none waits in memory, and the checkpoint is
+ * not behind a rotation. */
 static bool
 journal_movable(const struct reaper *r)
 {
     return r->rl != NULL && r->store != NULL && r->ps.nunsaved == 0 &&
-           !reports_unstored(r) && !r->ps.journal_behind;
+           !r->ps.journal_behind;
 }
 
 /* Every report in reports.jsonl so far is in the store too (none is
@@ -247,8 +239,7 @@ journal_movable(const struct reaper *r)
 void
 persist_journal_stored(struct reaper *r)
 {
-    if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0 ||
-        reports_unstored(r))
+    if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0)
         return;
     if (!journal_catch_up(r))
         return;
@@ -585,15 +576,12 @@ struct queued {
     char report_id[sizeof(((struct report *)0)->report_id)];
     const char *source; /* exit_code_source, static */
     uint64_t cleanup_ms;
-    uint64_t obs_ns;   /* r->obs_ns when made: for the added latency */
-    bool journal_done; /* its append to reports.jsonl was tried */
-    bool journaled;    /* and it is there, synced */
+    uint64_t obs_ns; /* r->obs_ns when made: for the added latency */
+    bool journaled;  /* it is in reports.jsonl, synced */
 };
 
 static void on_commit(evutil_socket_t fd, short what, void *arg);
-static void on_journal(evutil_socket_t fd, short what, void *arg);
 static void write_queued(struct reaper *r);
-static void journal_queued(struct reaper *r);
 static void commit_some(struct reaper *r, struct queued *v, size_t n);
 
 /*
@@ -602,15 +590,6 @@ static void commit_some(struct reaper *r, struct queued *v, size_t n);
  * waiting for the whole of a busy turn.
  */
 #define REPORT_BATCH 8
-
-/*
- * While the WAL's copy runs, a burst's reports are journaled once
- * REPORT_BATCH wait, or once the first has waited this long: at each
- * turn's end the loop's syncs would meet the copy's on the same disk, at
- * the copy's end they would wait for all of it. A turn of a sustained pace
- * journals its reports at its end (on_commit).
- */
-#define JOURNAL_WAIT_MS 5
 
 /*
  * The first reports of a loop turn are written at once, as they would be
@@ -642,9 +621,7 @@ turn_count(struct reaper *r)
 static bool
 write_now(struct reaper *r, unsigned k)
 {
-    /* Queued too while the WAL's copy holds the store: its end writes
-     * them (persist_store_busy). */
-    if (r->oq.n > 0 || persist_store_busy(r))
+    if (r->oq.n > 0)
         return false;
     return k <= REPORTS_AT_ONCE;
 }
@@ -655,9 +632,7 @@ reportwrite_init(struct reaper *r, void (*released)(struct rec *c))
     r->ps.journal_saved = -1;
     r->oq.released = released;
     r->oq.ev = event_new(loop_base(r->l), -1, 0, on_commit, r);
-    r->oq.jev = evtimer_new(loop_base(r->l), on_journal, r);
-    r->oq.journal_wait_ms = JOURNAL_WAIT_MS;
-    return r->oq.ev != NULL && r->oq.jev != NULL ? 0 : -1;
+    return r->oq.ev != NULL ? 0 : -1;
 }
 
 void
@@ -667,9 +642,6 @@ reportwrite_cleanup(struct reaper *r)
     if (r->oq.ev != NULL)
         event_free(r->oq.ev);
     r->oq.ev = NULL;
-    if (r->oq.jev != NULL)
-        event_free(r->oq.jev);
-    r->oq.jev = NULL;
     free(r->oq.v);
     r->oq.v = NULL;
     r->oq.cap = 0;
@@ -711,7 +683,7 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     e->source = rep->exit_code_source;
     e->cleanup_ms = rep->cleanup_ms;
     e->obs_ns = r->obs_ns;
-    e->journal_done = e->journaled = false;
+    e->journaled = false;
     if (e == &one) {
         commit_some(r, e, 1);
         free(json);
@@ -722,20 +694,13 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
     c->report_queued = true;
     c->report_due = true;
     /* After every callback made ready with the one running: the end of
-     * the turn. During the WAL's copy the queue outlives the turn, and
-     * each turn's end has its say (on_commit). */
-    if (q->n == 1 || k == 1)
+     * the turn. */
+    if (q->n == 1)
         event_active(q->ev, EV_TIMEOUT, 1);
     /* Enough to share a write: written now, the records let go at the
      * turn's end all the same. */
-    if (!persist_store_busy(r)) {
-        if (q->n - q->nwritten >= REPORT_BATCH)
-            write_queued(r);
-    } else if (q->n - q->njournaled >= REPORT_BATCH) {
-        journal_queued(r);
-    } else if (k > REPORTS_AT_ONCE && !evtimer_pending(q->jev, NULL)) {
-        loop_timer_ms(q->jev, q->journal_wait_ms);
-    }
+    if (q->n - q->nwritten >= REPORT_BATCH)
+        write_queued(r);
     return true;
 }
 
@@ -869,10 +834,10 @@ made(struct reaper *r, struct queued *e)
 }
 
 /*
- * Appends to reports.jsonl, in one write and one sync, those of the `n`
- * reports (at most STORE_REPORTS_MAX) not tried yet: each is then
- * durable, and its added latency ends (a report the journal could not
- * take is durable only at its synced commit, in commit_some).
+ * Appends the `n` reports (at most STORE_REPORTS_MAX) to reports.jsonl,
+ * in one write and one sync: each is then durable, and its added latency
+ * ends (a report the journal could not take is durable only at its
+ * synced commit, in commit_some).
  */
 static void
 journal_some(struct reaper *r, struct queued *v, size_t n)
@@ -884,9 +849,6 @@ journal_some(struct reaper *r, struct queued *v, size_t n)
     int e;
 
     for (i = 0; i < n; i++) {
-        if (v[i].journal_done)
-            continue;
-        v[i].journal_done = true;
         lines[k].json = v[i].json;
         lines[k].len = v[i].len;
         of[k++] = &v[i];
@@ -920,7 +882,7 @@ journal_some(struct reaper *r, struct queued *v, size_t n)
 
 /*
  * Writes `n` queued reports (at most STORE_REPORTS_MAX): reports.jsonl
- * first (unless journal_some did already), then the store. A crash
+ * first, then the store. A crash
  * between the two leaves the records unforgotten, so the same reports
  * (same ids) are made again after the restart; never the other way
  * round.
@@ -978,33 +940,6 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
         persist_journal_stored(r);
 }
 
-/*
- * While the WAL's copy holds the store: the reports queued are appended
- * to reports.jsonl now, which needs no store (unless a rotation left the
- * journal's checkpoint to be written first), so they are durable now and
- * not only at the copy's end; their transaction, the count, delivery and
- * the report streams wait for that end (persist_commit_reports, from the
- * group commit's copy_ended hook).
- */
-static void
-journal_queued(struct reaper *r)
-{
-    struct report_queue *q = &r->oq;
-    size_t at = q->njournaled > q->nwritten ? q->njournaled : q->nwritten, n;
-
-    if (r->rl == NULL || !persist_journal_ready(r))
-        return;
-    while (at < q->n) {
-        n = q->n - at;
-        if (n > STORE_REPORTS_MAX)
-            n = STORE_REPORTS_MAX;
-        journal_some(r, q->v + at, n);
-        at += n;
-    }
-    q->njournaled = q->n;
-    evtimer_del(q->jev); /* nothing left for it */
-}
-
 /* Writes the reports queued and not yet written. */
 static void
 write_queued(struct reaper *r)
@@ -1017,18 +952,9 @@ write_queued(struct reaper *r)
         n = q->n - at;
         if (n > STORE_REPORTS_MAX)
             n = STORE_REPORTS_MAX;
-        /* Counted as written first: the journal's checkpoint, moved
-         * after the store takes them, must still see the later ones
-         * journaled and not stored (reports_unstored). */
         q->nwritten += n;
         commit_some(r, q->v + at, n);
     }
-}
-
-static bool
-reports_unstored(const struct reaper *r)
-{
-    return r->oq.njournaled > r->oq.nwritten;
 }
 
 void
@@ -1045,7 +971,7 @@ persist_commit_reports(struct reaper *r)
     nv = q->n;
     cap = q->cap;
     q->v = NULL;
-    q->n = q->cap = q->nwritten = q->njournaled = 0;
+    q->n = q->cap = q->nwritten = 0;
     for (i = 0; i < nv; i++) {
         struct rec *c = v[i].c;
 
@@ -1062,35 +988,13 @@ persist_commit_reports(struct reaper *r)
     }
 }
 
-/*
- * The end of a turn that made reports. During the WAL's copy, the copy's
- * end commits them (copy_ended); a turn of a sustained pace
- * (REPORTS_AT_ONCE or fewer) journals its own now, together, rather than
- * wait JOURNAL_WAIT_MS for company that does not come. A burst's turn
- * leaves them to REPORT_BATCH and the timer (on_journal).
- */
+/* The end of a turn that made reports. */
 static void
 on_commit(evutil_socket_t fd, short what, void *arg)
 {
-    struct reaper *r = arg;
-
     (void)fd;
     (void)what;
-    if (persist_store_busy(r)) {
-        if (r->oq.in_turn <= REPORTS_AT_ONCE)
-            journal_queued(r);
-        return;
-    }
-    persist_commit_reports(r);
-}
-
-static void
-on_journal(evutil_socket_t fd, short what, void *arg)
-{
-    (void)fd;
-    (void)what;
-    if (persist_store_busy(arg))
-        journal_queued(arg);
+    persist_commit_reports(arg);
 }
 
 static void

@@ -7,8 +7,6 @@
  * duplicate). The reports of a loop turn are written together: one write
  * and one fdatasync of reports.jsonl, then one transaction of the store;
  * then counted and handed to the reaper's report callback (delivery).
- * While the store's WAL copy runs, they are journaled as ever (durable
- * then); their transaction, count and hand-over wait for the copy's end.
  *
  * Owns reports.jsonl's use by the reaper (r->rl, borrowed): its
  * checkpoint in the store, its rotation past reports_log.max_bytes, and
@@ -44,13 +42,10 @@ struct store_new_report;
 struct report_queue {
     struct queued *v;
     size_t n, cap;
-    size_t nwritten;   /* v[0..nwritten) are written, waiting for release */
-    size_t njournaled; /* v[0..njournaled) are in reports.jsonl at least */
-    struct timeval turn_tv;   /* the turn of the last report made */
-    unsigned in_turn;         /* reports made in it */
-    struct event *ev;         /* a turn's end, for what it queued */
-    struct event *jev;        /* journal_wait_ms, during the WAL's copy */
-    unsigned journal_wait_ms; /* JOURNAL_WAIT_MS; tests make it longer */
+    size_t nwritten; /* v[0..nwritten) are written, waiting for release */
+    struct timeval turn_tv; /* the turn of the last report made */
+    unsigned in_turn;       /* reports made in it */
+    struct event *ev;       /* a turn's end, for what it queued */
     /* c's report is written (or kept in memory for a full disk): the
      * record held for it goes on (reportwrite_init). */
     void (*released)(struct rec *c);
@@ -93,10 +88,6 @@ void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
  * caller then stores the reports as ones in no journal. */
 int persist_journal_append_many(struct reaper *r, const struct report_line *v,
                                 size_t n);
-/* Whether persist_journal_append_many can append without the store (its
- * checkpoint is not behind a rotation): what a report made while the
- * WAL's copy holds the store needs. */
-bool persist_journal_ready(const struct reaper *r);
 /* persist_store_report for `n` reports in one transaction
  * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
  * then v[i].result is STORE_OK for each one stored now or before (a
@@ -106,7 +97,7 @@ int persist_store_reports(struct reaper *r, struct store_new_report *v,
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush), and a file past
  * reports_log.max_bytes is rotated. Nothing, while one waits in memory
- * (a full disk) or in the turn's queue, journaled and not stored. */
+ * (a full disk). */
 void persist_journal_stored(struct reaper *r);
 /* Visits the reports waiting in memory for the store, oldest first, until
  * `cb` returns true; returns that. */

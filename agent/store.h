@@ -119,9 +119,9 @@ int store_open(const char *state_dir, struct store **out, char *err,
  */
 int store_close(struct store *st);
 
-/* The store's own SQLite connection, for tests that look behind its back
- * (the file is locked exclusively while the store is open: no second
- * connection can read it). Owned by the store. */
+/* The store's own SQLite connection (the loop's), for tests that look
+ * behind its back (the file is locked while the store is open: no other
+ * process can read it). Owned by the store. */
 struct sqlite3 *store_sqlite(struct store *st);
 
 /* What the last failed call said, for the log ("" if nothing failed).
@@ -364,10 +364,7 @@ struct store_counts {
 };
 
 /* The report counts are kept as reports change (counted once at the
- * opening), so this costs two index lookups whatever the outbox holds;
- * between store_checkpoint_begin and _end (the copy holds the
- * connection), none: the oldest pending and the size are then those of
- * the last call. */
+ * opening), so this costs two index lookups whatever the outbox holds. */
 int store_counts(struct store *st, struct store_counts *out);
 
 /* Write transactions committed since the store was opened. */
@@ -378,27 +375,26 @@ uint64_t store_commits(const struct store *st);
  * write). */
 uint64_t store_record_writes(const struct store *st);
 
-/* Pages in the write-ahead log since it was last started over. No commit
- * checkpoints: the caller runs store_checkpoint, in a loop turn of its
- * own, once this passes its bound, so no commit carries a copy of the
- * WAL into the database and no one copy is longer than the bound. */
+/* Pages in the write-ahead log not yet copied into the database. No
+ * commit checkpoints: the caller runs store_checkpoint, in a loop turn of
+ * its own, once this passes its bound, so no commit carries a copy of the
+ * WAL into the database and no one copy is much longer than the bound. */
 int store_wal_pages(const struct store *st);
 
-/* Copies the WAL into the database and syncs both (a passive checkpoint:
- * the store has one connection, so it copies every frame). STORE_OK or
- * an error; the WAL stays as it was on error and the next call tries
- * again. */
+/* Copies the WAL into the database and syncs both: a PASSIVE checkpoint,
+ * on a connection of the store's own for it, so it takes no lock the
+ * store's other calls need, and copies the frames committed before it
+ * began. Once every frame is copied, the next commit starts the WAL over
+ * from its beginning. STORE_OK (a copy that met a commit halfway copies
+ * nothing, and is counted in store_checkpoints only once one does) or an
+ * error; the next call tries again. */
 int store_checkpoint(struct store *st);
 uint64_t store_checkpoints(const struct store *st);
 /* The same in three parts, the middle one on another thread (agent/
  * bio.c): begin and end on the loop, store_checkpoint_bg in between,
- * which returns SQLite's result code for store_checkpoint_end. The
- * connection is serialized: a store call from the loop meanwhile waits
- * for the copy, so the loop makes none it can put off (groupcommit.c).
- * store_checkpoint_bg first waits (up to a second, sleeping) for the
- * connection to be out of any transaction the other thread has open: so
- * store_checkpoint, which runs it on the caller's thread, must not be
- * called inside one. */
+ * which returns SQLite's result code for store_checkpoint_end. The loop
+ * goes on using the store meanwhile: the copy touches nothing of its
+ * connection. One copy at a time. */
 void store_checkpoint_begin(struct store *st);
 int store_checkpoint_bg(struct store *st);
 int store_checkpoint_end(struct store *st, int rc);

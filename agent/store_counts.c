@@ -50,15 +50,8 @@ store_counts(struct store *st, struct store_counts *out)
     out->pending = (uint64_t)st->nreports[STORE_PENDING];
     out->delivered = (uint64_t)st->nreports[STORE_DELIVERED];
     out->dead = (uint64_t)st->nreports[STORE_DEAD];
-    /* A scrape during the WAL's copy would wait for its end on the loop:
-     * these two as they were a moment ago do. */
-    out->oldest_pending_ms = st->oldest_pending_ms;
-    out->db_bytes = (uint64_t)st->db_bytes;
-    if (st->bg_running)
-        return STORE_OK;
     s = st->stmt[S_OLDEST_PENDING];
     rc = sqlite3_step(s);
-    out->oldest_pending_ms = 0;
     if (rc == SQLITE_ROW) {
         out->oldest_pending_ms = sqlite3_column_int64(s, 0);
     } else if (rc != SQLITE_DONE) {
@@ -74,8 +67,6 @@ store_counts(struct store *st, struct store_counts *out)
         goto out;
     }
     out->db_bytes = (uint64_t)sqlite3_column_int64(s, 0);
-    st->oldest_pending_ms = out->oldest_pending_ms;
-    st->db_bytes = (int64_t)out->db_bytes;
 out:
     sdb_done(s);
     return result;

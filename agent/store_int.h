@@ -62,7 +62,10 @@ enum stmt_id {
 };
 
 struct store {
-    sqlite3 *db;
+    sqlite3 *db; /* the loop's */
+    /* The WAL's copy's own (store_wal.c): used by one thread at a time,
+     * agent/bio.c's or the caller's of store_checkpoint. */
+    sqlite3 *ckpt_db;
     struct walbuf *walbuf; /* the VFS the database is opened through */
     char *path;
     bool journaled; /* reports: no FULL sync (store_set_journaled) */
@@ -82,17 +85,14 @@ struct store {
      * scrape, and counting them would scan the table): what is
      * committed, and what the open transaction would add. */
     int64_t nreports[3], nreports_tx[3];
-    /* store_counts' other two, as last read: what it says while the WAL
-     * copy holds the connection (bg_running). */
-    int64_t oldest_pending_ms, db_bytes;
-    bool bg_running; /* from store_checkpoint_begin to _end */
     uint64_t checkpoints;
-    int wal_pages; /* frames in the WAL since its last reset */
+    /* The WAL: frames in it after the last commit, of them copied into
+     * the database, and how many times it started over (store_wal.c). */
+    int wal_pages, wal_copied;
+    uint64_t wal_restarts;
     /* store_checkpoint_bg's, for store_checkpoint_end: */
     int bg_log, bg_done;
-    uint64_t bg_commits; /* commits when it began */
-    bool bg_restarted;   /* it started the WAL over */
-    bool in_bg; /* store_wal_hook: the commit is store_checkpoint_bg's */
+    uint64_t bg_restarts; /* wal_restarts when it began */
     int wal_bound;
     store_wal_cb on_wal_full;
     void *on_wal_arg;

@@ -25,9 +25,14 @@
 #include "store_wal.h"
 #include "walbuf.h"
 
-/* The loop thread waits at most this long for a lock someone else holds
- * (an operator's sqlite3 shell in a write transaction). */
+/* At the opening, the loop waits at most this long for a lock another
+ * process holds (an operator's sqlite3 shell in a write transaction).
+ * Once open, no other process can take one, and the checkpoint's
+ * connection takes none the loop's needs. */
 #define BUSY_TIMEOUT_MS 100
+
+/* SQLite's VFS the store's is over (open_one). */
+#define STORE_VFS "unix-excl"
 
 /* A message for a failed open that says what to do about it. */
 static int
@@ -167,13 +172,40 @@ out:
 }
 
 /*
- * The connection to the file: created first with reapd's mode, opened
- * through walbuf, serialized, locked for good. Nothing is read yet.
+ * A connection to the file, through walbuf over SQLite's "unix-excl" VFS:
+ * the process's first lock on the file is one exclusive POSIX lock, kept
+ * until the last connection closes, and every later lock, of this
+ * connection or the checkpoint's, is taken in the process's memory, not
+ * by a system call per transaction. With that lock held, the WAL index
+ * lives in memory the process's connections share, not in a -shm file.
+ * reapd owns its file (reapd.lock: one reapd per state_dir): no other
+ * process can read the database while reapd runs; the status endpoint
+ * answers what it holds. Each connection is used by one thread at a
+ * time, so SQLite's own mutex for it is not wanted.
  */
+static int
+open_one(struct store *st, sqlite3 **db)
+{
+    int rc;
+
+    rc = sqlite3_open_v2(
+        st->path, db,
+        SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
+        st->walbuf != NULL ? walbuf_name(st->walbuf) : STORE_VFS);
+    if (rc != SQLITE_OK)
+        return rc;
+    sqlite3_extended_result_codes(*db, 1);
+    /* No tricks a hostile file could play through its schema. */
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    sqlite3_db_config(*db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
+    return SQLITE_OK;
+}
+
+/* The loop's connection, the file created first with reapd's mode.
+ * Nothing is read yet. */
 static int
 open_connection(struct store *st, const char *state_dir)
 {
-    char mode[16];
     int rc, result;
 
     result = create_file(st, state_dir);
@@ -181,34 +213,43 @@ open_connection(struct store *st, const char *state_dir)
         return result;
     /* A WAL frame in one write rather than two (agent/walbuf.h); without
      * it (no memory), SQLite's own VFS does the same work. */
-    st->walbuf = walbuf_new(NULL, 0);
-    rc = sqlite3_open_v2(st->path, &st->db,
-                         /* Serialized: the checkpoint runs on agent/bio.c's
-                          * thread, and a loop call meanwhile waits for it
-                          * rather than racing it. */
-                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX |
-                             SQLITE_OPEN_NOFOLLOW,
-                         st->walbuf != NULL ? walbuf_name(st->walbuf) : NULL);
+    st->walbuf = walbuf_new(STORE_VFS, 0);
+    rc = open_one(st, &st->db);
     if (rc != SQLITE_OK)
         return st->db != NULL
                    ? open_fail_rc(st, rc, "open")
                    : open_fail(st, STORE_NOMEM, "open", sqlite3_errstr(rc));
-    sqlite3_extended_result_codes(st->db, 1);
     sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
-    /* reapd owns its file (reapd.lock: one reapd per state_dir), so the
-     * locks are taken once and kept, not taken and released by every
-     * transaction. Set before the first read, so that the WAL index lives
-     * in memory, not in a -shm file. No other process can read the
-     * database while reapd runs; the status endpoint answers what it
-     * holds. */
-    rc = sdb_query_check(st->db, "PRAGMA locking_mode = EXCLUSIVE", mode,
-                         sizeof(mode));
-    if (rc != SQLITE_OK)
-        return open_fail_rc(st, rc, "locking_mode=EXCLUSIVE");
-    /* No tricks a hostile file could play through its schema. */
-    sqlite3_db_config(st->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-    sqlite3_db_config(st->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, NULL);
     return STORE_OK;
+}
+
+/* The checkpoint's connection (store_wal.c), once the loop's holds the
+ * file and its WAL: the same file, VFS and settings. Its first read opens
+ * the WAL here, not on the checkpoint's thread. PASSIVE checkpoints wait
+ * for no lock, so it has no busy timeout. */
+static int
+open_ckpt_connection(struct store *st)
+{
+    static const char what[] = "opening the checkpoint's connection";
+    int64_t v = 0;
+    int rc;
+
+    rc = open_one(st, &st->ckpt_db);
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(st->ckpt_db,
+                          "PRAGMA synchronous = NORMAL;"
+                          "PRAGMA wal_autocheckpoint = 0;"
+                          "PRAGMA journal_size_limit = 4194304;",
+                          NULL, NULL, NULL);
+    if (rc == SQLITE_OK)
+        rc = sdb_query_int(st->ckpt_db, "PRAGMA user_version", &v);
+    if (rc == SQLITE_OK)
+        return STORE_OK;
+    if (st->ckpt_db == NULL)
+        return open_fail(st, STORE_NOMEM, what, sqlite3_errstr(rc));
+    return open_fail(st,
+                     sdb_map_rc(rc) != STORE_OK ? sdb_map_rc(rc) : STORE_ERROR,
+                     what, sqlite3_errmsg(st->ckpt_db));
 }
 
 /* Read-only questions first: a file that is not a database, or one from
@@ -312,7 +353,10 @@ store_free(struct store *st)
 
     for (i = 0; i < S_COUNT; i++)
         sqlite3_finalize(st->stmt[i]);
-    /* All statements are finalized, so close cannot be refused. */
+    /* The checkpoint's first: the last one closed copies the WAL into
+     * the database and removes it, as a clean stop should. All
+     * statements are finalized, so close cannot be refused. */
+    sqlite3_close(st->ckpt_db);
     sqlite3_close(st->db);
     walbuf_free(st->walbuf);
     pend_clear(st);
@@ -357,6 +401,8 @@ store_open(const char *state_dir, struct store **out, char *err, size_t errlen)
         result = migrate(st);
     if (result == STORE_OK)
         result = open_prepare(st);
+    if (result == STORE_OK)
+        result = open_ckpt_connection(st);
     if (result == STORE_OK)
         result = store_counts_init(st);
     if (result != STORE_OK)

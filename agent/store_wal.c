@@ -4,24 +4,23 @@
  * the database when it chooses (store_checkpoint, or in three parts with
  * the copy on agent/bio.c's thread), never as part of a commit; see
  * store.h.
+ *
+ * The copy runs on a connection of its own (st->ckpt_db, opened with the
+ * loop's), as a PASSIVE checkpoint: it takes no lock a writer needs, so
+ * the loop commits while it runs, and the frames committed meanwhile wait
+ * for the next copy. Once every frame is copied, the loop's next write
+ * transaction starts the WAL over from its beginning.
  */
 #include "store_wal.h"
 
-#include <fcntl.h>
-#include <limits.h>
 #include <sqlite3.h>
 #include <stdio.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "store_db.h"
 
-/* store_checkpoint_bg's wait for the loop's transaction to end. */
-#define STORE_CKPT_TXN_WAIT_MS 1000
-
-/* SQLite's WAL hook, after each commit: only counts. Checkpointing here,
- * as the default hook does, would make whichever commit crosses the bound
- * pay for the copy. */
+/* SQLite's WAL hook, after each commit of the loop's connection: only
+ * counts. Checkpointing here, as the default hook does, would make
+ * whichever commit crosses the bound pay for the copy. */
 int
 store_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 {
@@ -29,12 +28,14 @@ store_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 
     (void)db;
     (void)name;
-    /* On the checkpoint's thread: store_checkpoint_end counts it, on the
-     * loop. */
-    if (st->in_bg)
-        return SQLITE_OK;
+    /* Fewer frames than the last commit left: the WAL started over, and
+     * nothing of it is copied yet. */
+    if (pages < st->wal_pages) {
+        st->wal_copied = 0;
+        st->wal_restarts++;
+    }
     st->wal_pages = pages;
-    if (st->on_wal_full != NULL && pages >= st->wal_bound)
+    if (st->on_wal_full != NULL && store_wal_pages(st) >= st->wal_bound)
         st->on_wal_full(st->on_wal_arg);
     return SQLITE_OK;
 }
@@ -42,7 +43,7 @@ store_wal_hook(void *arg, sqlite3 *db, const char *name, int pages)
 int
 store_wal_pages(const struct store *st)
 {
-    return st->wal_pages;
+    return st->wal_pages > st->wal_copied ? st->wal_pages - st->wal_copied : 0;
 }
 
 void
@@ -62,92 +63,38 @@ store_checkpoints(const struct store *st)
 void
 store_checkpoint_begin(struct store *st)
 {
-    st->bg_commits = st->commits;
+    st->bg_restarts = st->wal_restarts;
     st->bg_log = st->bg_done = 0;
-    st->bg_restarted = false;
-    st->bg_running = true;
 }
 
-/*
- * The copy, then the WAL's start over, both here. Once every frame is
- * copied, the next write transaction starts the WAL from its beginning,
- * and SQLite syncs the WAL's new header before that transaction's frames
- * (its ticket ff5be73dee; synchronous=NORMAL too). Left to the next
- * commit, that sync would be the loop's, and could meet the copy's own
- * syncs on the disk. So one row is written here, right after the copy
- * and under the connection's mutex, unless the loop is inside a
- * transaction of its own (it then starts the WAL over itself): how many
- * times the WAL was started over this way, under the checkpoint key
- * "store.wal_restarts". A row whose value is unchanged would not do:
- * SQLite writes no page for it.
- */
+/* On the checkpoint's own connection, which nothing else uses
+ * meanwhile: the loop's is not touched. */
 int
 store_checkpoint_bg(struct store *st)
 {
-    sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
-    char wal[PATH_MAX + 8];
-    int rc, fd, waited;
-
-    /* The copy begins with a sync of the WAL (synchronous=NORMAL syncs no
-     * commit, so that is every frame since the last copy) and ends with
-     * one of the database, all of it with the connection held. Synced
-     * first, outside it, the copy's own sync of the WAL finds little or
-     * nothing left to write. An optimisation only: SQLite's sync is
-     * still what the copy relies on. */
-    snprintf(wal, sizeof(wal), "%s-wal", st->path);
-    fd = open(wal, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd >= 0) {
-        (void)fdatasync(fd);
-        close(fd);
-    }
-    /* SQLite refuses the copy (SQLITE_LOCKED, "database table is
-     * locked") on a connection inside a transaction, and the mutex
-     * serializes the loop's transactions call by call, not whole: taken
-     * between two statements of one, it would find it open. The loop's
-     * transactions never outlast a loop turn, so the copy waits here, on
-     * its own thread, for the connection to be out of one (up to
-     * STORE_CKPT_TXN_WAIT_MS, then tried anyway: it fails and is tried
-     * again later). */
-    for (waited = 0;; waited++) {
-        sqlite3_mutex_enter(mu);
-        if (sqlite3_get_autocommit(st->db) || waited >= STORE_CKPT_TXN_WAIT_MS)
-            break;
-        sqlite3_mutex_leave(mu);
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
-    }
-    rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_PASSIVE,
-                                   &st->bg_log, &st->bg_done);
-    if (rc == SQLITE_OK && st->bg_log > 0 && st->bg_done >= st->bg_log &&
-        sqlite3_get_autocommit(st->db)) {
-        st->in_bg = true;
-        st->bg_restarted =
-            sqlite3_exec(st->db,
-                         "BEGIN IMMEDIATE;"
-                         "INSERT INTO checkpoints(key, value)"
-                         " VALUES ('store.wal_restarts', 1)"
-                         " ON CONFLICT(key) DO UPDATE SET value = value + 1;"
-                         "COMMIT",
-                         NULL, NULL, NULL) == SQLITE_OK;
-        if (!st->bg_restarted && !sqlite3_get_autocommit(st->db))
-            sqlite3_exec(st->db, "ROLLBACK", NULL, NULL, NULL);
-        st->in_bg = false;
-    }
-    sqlite3_mutex_leave(mu);
-    return rc;
+    return sqlite3_wal_checkpoint_v2(st->ckpt_db, NULL,
+                                     SQLITE_CHECKPOINT_PASSIVE, &st->bg_log,
+                                     &st->bg_done);
 }
 
 int
 store_checkpoint_end(struct store *st, int rc)
 {
-    st->bg_running = false;
-    if (rc != SQLITE_OK)
-        return sdb_fail(st, rc, "checkpoint");
+    /* The copy read the WAL index's header while the loop was writing
+     * it (SQLite's SQLITE_BUSY): nothing copied, nothing wrong; the WAL
+     * is still past the caller's bound, and the caller tries again. */
+    if (rc == SQLITE_BUSY)
+        return STORE_OK;
+    if (rc != SQLITE_OK) {
+        snprintf(st->errmsg, sizeof(st->errmsg), "checkpoint: %s",
+                 sqlite3_errmsg(st->ckpt_db));
+        return sdb_map_rc(rc) != STORE_OK ? sdb_map_rc(rc) : STORE_ERROR;
+    }
     st->checkpoints++;
-    /* Every frame copied and nothing committed since: the WAL starts
-     * over, with store_checkpoint_bg's row, or at the next commit (one
-     * since has set wal_pages itself). */
-    if (st->bg_done >= st->bg_log && st->commits == st->bg_commits)
-        st->wal_pages = st->bg_restarted ? 1 : 0;
+    /* The frames it copied are of this WAL unless it started over since
+     * (then the count is the new one's, from 0). */
+    if (st->wal_restarts == st->bg_restarts && st->bg_done > st->wal_copied)
+        st->wal_copied = st->bg_done;
     return STORE_OK;
 }
 

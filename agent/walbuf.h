@@ -5,7 +5,8 @@
  * SQLite writes each WAL frame as two writes, its 24-byte header and its
  * page: two system calls per page a transaction changes, each dear on a
  * virtual machine, and an exit makes several transactions. This VFS
- * sits on another (the default one) and, for WAL files only, gathers
+ * sits on another (the store's: SQLite's "unix-excl") and, for WAL files
+ * only, gathers
  * writes that follow each other in the file into a buffer, written out
  * when the transaction's commit frame is complete, when the buffer is
  * full, and before anything else is done with the file (a read, a sync,

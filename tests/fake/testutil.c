@@ -16,10 +16,7 @@
 #include <event2/listener.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <signal.h>
-#include <sqlite3.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,37 +356,6 @@ tu_fork(int (*child)(void *arg), void *arg)
                  strsignal(WTERMSIG(st)));
     assert_true(WIFEXITED(st));
     return WEXITSTATUS(st);
-}
-
-static void *
-holder_fn(void *arg)
-{
-    struct tu_holder *ho = arg;
-    int i;
-
-    sqlite3_mutex_enter(ho->mu);
-    atomic_store(&ho->held, 1);
-    for (i = 0; i < 3000 && !atomic_load(&ho->release); i++)
-        usleep(1000);
-    sqlite3_mutex_leave(ho->mu);
-    return NULL;
-}
-
-void
-tu_hold(struct tu_holder *ho, struct sqlite3_mutex *mu)
-{
-    memset(ho, 0, sizeof(*ho));
-    ho->mu = mu;
-    assert_int_equal(pthread_create(&ho->thread, NULL, holder_fn, ho), 0);
-    while (!atomic_load(&ho->held))
-        usleep(1000);
-}
-
-void
-tu_release(struct tu_holder *ho)
-{
-    atomic_store(&ho->release, 1);
-    pthread_join(ho->thread, NULL);
 }
 
 int

@@ -12,7 +12,6 @@
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -162,21 +161,6 @@ int tu_fork(int (*child)(void *arg), void *arg);
 /* The same, without judging: the child's wait status (WIFSIGNALED...),
  * for a caller that must clean up before it fails. */
 int tu_fork_status(int (*child)(void *arg), void *arg);
-
-/*
- * A thread that holds a SQLite connection's mutex (sqlite3_db_mutex), as
- * the store's WAL copy does on its own thread: tu_hold returns once it
- * is held; tu_release lets go and joins. The thread lets go by itself
- * after 3 s, so that a caller that waits for the mutex fails its test
- * rather than hanging it.
- */
-struct tu_holder {
-    struct sqlite3_mutex *mu;
-    _Atomic int held, release;
-    pthread_t thread;
-};
-void tu_hold(struct tu_holder *ho, struct sqlite3_mutex *mu);
-void tu_release(struct tu_holder *ho);
 
 /* No file of this process can grow any more (RLIMIT_FSIZE 0, SIGXFSZ
  * ignored), as on a full disk: for a child of tu_fork(). The limit it

@@ -1692,270 +1692,35 @@ t_no_empty_flush(void **state)
     ",\"policies\":[{\"name\":\"kept\",\"match\":{\"labels\":"                \
     "{\"reapd.keep\":\"true\"}},\"action\":\"keep\"}]"
 
-/* Adds `n` running containers the KEPT_ONLY policies keep, with the
- * ids tu_container_id gives from `first` on. */
+/* A report's added latency is observed once, when it becomes durable
+ * (its line synced in reports.jsonl), not again when the store takes it
+ * and it is handed on. */
 static void
-add_kept(struct tu_reapd *h, unsigned first, unsigned n)
-{
-    char id[CTR_ID_SIZE], name[32];
-    unsigned i;
-
-    for (i = 0; i < n; i++) {
-        tu_container_id(id, first + i);
-        snprintf(name, sizeof(name), "kept-%u", first + i);
-        fake_engine_add(h->fe, id, name, "{\"reapd.keep\":\"true\"}", NULL, 1);
-    }
-}
-
-/* Makes the WAL's copy due (past its bound: in a turn of its own) while
- * `ho` holds the store's connection, so that the copy starts and waits
- * for tu_release. */
-static void
-copy_due_and_held(struct store *st, struct tu_holder *ho)
-{
-    assert_int_equal(sqlite3_exec(store_sqlite(st),
-                                  "CREATE TABLE ballast(b);"
-                                  "INSERT INTO ballast"
-                                  " VALUES(zeroblob(1200000))",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    tu_hold(ho, sqlite3_db_mutex(store_sqlite(st)));
-}
-
-/* A 5 ms timer's longest gap between two ticks: how long the loop was
- * held. */
-struct ticker {
-    struct event *ev;
-    uint64_t last_ns, max_gap_ns;
-};
-
-static void
-on_tick(evutil_socket_t fd, short what, void *arg)
-{
-    struct ticker *t = arg;
-    uint64_t now = loop_now_ns();
-
-    (void)fd;
-    (void)what;
-    if (t->last_ns != 0 && now - t->last_ns > t->max_gap_ns)
-        t->max_gap_ns = now - t->last_ns;
-    t->last_ns = now;
-}
-
-/* While the WAL's copy holds the store's connection (here a thread that
- * holds it, with a copy due, so that the copy waits behind it), the loop
- * makes no store call: a DELETE waits for its record's commit and a
- * report for its transaction, both written when the copy ends, and the
- * loop turns on meanwhile. A loop that waited held it up to 240 ms in a
- * burst (docs/performance.md). The reports are durable meanwhile all the
- * same: their lines are synced in reports.jsonl (which needs no store)
- * and their added latency ends there, not at the copy's end. */
-static void
-t_store_busy_holds_not_the_loop(void **state)
+t_report_latency_observed_once(void **state)
 {
     static const char K[] =
         "7777777777777777777777777777777777777777777777777777777777777777";
-    static const char R[] =
-        "8888888888888888888888888888888888888888888888888888888888888888";
-    struct tu_reapd *h =
-        h_new2("", ",\"policies\":[{\"name\":\"kept\",\"match\":{\"labels\":"
-                   "{\"reapd.keep\":\"true\"}},\"action\":\"keep\"},"
-                   "{\"name\":\"removed\",\"match\":{\"labels\":"
-                   "{\"reapd.managed\":\"true\"}},\"action\":\"remove\"}]");
-    struct ticker t = {0};
-    struct timeval five_ms = {0, 5000};
-    struct tu_holder ho;
+    struct tu_reapd *h = h_new2("", KEPT_ONLY);
     struct reaper_stats rs;
     struct store *st;
     uint64_t observed;
-    int deletes;
 
     (void)state;
     fake_engine_add(h->fe, K, "kept", "{\"reapd.keep\":\"true\"}", NULL, 1);
-    fake_engine_add(h->fe, R, "removed", MANAGED, NULL, 1);
     st = h_store_start(h);
     tu_run_for(h->l, 1500);
-    copy_due_and_held(st, &ho);
-    t.ev = event_new(loop_base(h->l), -1, EV_PERSIST, on_tick, &t);
-    assert_non_null(t.ev);
-    event_add(t.ev, &five_ms);
-    deletes = fake_engine_count(h->fe, FAKE_DELETE);
     reaper_stats(h->r, &rs);
     observed = rs.report_latency.count;
-    tu_run_for(h->l, 50); /* the copy starts, and waits */
     fake_engine_exit(h->fe, K, 3, 3);
-    fake_engine_exit(h->fe, R, 4, 4);
-    tu_run_for(h->l, 600);
-    on_tick(-1, 0, &t); /* a hold at the end has no tick after it */
-    print_message("loop held at most %.1f ms while the store was busy\n",
-                  (double)t.max_gap_ns / 1e6);
-    /* A loop that waited would wait for the holder's 3 s; a loop that
-     * did not turns every few ms (100 ms under valgrind). */
-    assert_true(t.max_gap_ns < 1000 * 1000000u);
-    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), deletes);
-    assert_int_equal(h->nreports, 0);
-    /* The kept container's report (no DELETE to wait for) is journaled:
-     * durable, its latency counted, not yet stored nor handed on. */
+    TU_RUN_UNTIL(h->l, h->nreports == 1, 5000);
+    tu_run_for(h->l, 100);
+    assert_true(has_report(h, K));
     assert_int_equal(lines_in(h->dir, "reports.jsonl"), 1);
     reaper_stats(h->r, &rs);
+    assert_int_equal(rs.reports, 1);
     assert_int_equal(rs.report_latency.count, observed + 1);
-    assert_int_equal(rs.reports, 0);
-
-    tu_release(&ho);
-    TU_RUN_UNTIL(h->l, h->nreports == 2, 5000);
-    assert_int_equal(fake_engine_count(h->fe, FAKE_DELETE), deletes + 1);
-    assert_true(has_report(h, K));
-    assert_true(has_report(h, R));
-    assert_int_equal(lines_in(h->dir, "reports.jsonl"), 2);
-    reaper_stats(h->r, &rs);
-    assert_int_equal(rs.report_latency.count, observed + 2);
-    event_free(t.ev);
     h_drop_store(h, st);
     h_free(h);
-}
-
-/* During the WAL's copy a report made alone is journaled at once, not
- * after JOURNAL_WAIT_MS: at 200 exits/s the copy runs during about one
- * report in fifty, and each of those waited for company that did not
- * come (the added latency's p99, docs/performance.md). The wait is made
- * 10 s here: a report that waited would not be in reports.jsonl yet. */
-static void
-t_lone_report_journaled_during_copy(void **state)
-{
-    static const char *const ids[] = {
-        "7171717171717171717171717171717171717171717171717171717171717171",
-        "7272727272727272727272727272727272727272727272727272727272727272",
-    };
-    struct tu_reapd *h = h_new2("", KEPT_ONLY);
-    struct tu_holder ho;
-    struct reaper_stats rs;
-    struct store *st;
-    uint64_t observed;
-    int i;
-
-    (void)state;
-    for (i = 0; i < 2; i++)
-        fake_engine_add(h->fe, ids[i], i == 0 ? "one" : "two",
-                        "{\"reapd.keep\":\"true\"}", NULL, 1);
-    reaper_set_journal_wait_ms(h->r, 10000);
-    st = h_store_start(h);
-    tu_run_for(h->l, 1500);
-    copy_due_and_held(st, &ho);
-    reaper_stats(h->r, &rs);
-    observed = rs.report_latency.count;
-    tu_run_for(h->l, 50); /* the copy starts, and waits */
-    for (i = 0; i < 2; i++) {
-        fake_engine_exit(h->fe, ids[i], 3, 3);
-        tu_run_for(h->l, 600);
-        assert_int_equal(lines_in(h->dir, "reports.jsonl"), i + 1);
-        reaper_stats(h->r, &rs);
-        assert_int_equal(rs.report_latency.count, observed + (uint64_t)i + 1);
-        assert_int_equal(rs.reports, 0); /* stored at the copy's end */
-    }
-    tu_release(&ho);
-    TU_RUN_UNTIL(h->l, h->nreports == 2, 5000);
-    assert_int_equal(lines_in(h->dir, "reports.jsonl"), 2);
-    h_drop_store(h, st);
-    h_free(h);
-}
-
-/* Twelve kept containers' reports made in one turn during the WAL's copy
- * (their inspects held, then answered together), with `wait_ms` as the
- * journal's wait for company: the lines in reports.jsonl 600 ms later,
- * and the syncs that wrote them. */
-static void
-burst_during_copy(unsigned wait_ms, int *lines, uint64_t *syncs,
-                  uint64_t *turns)
-{
-    enum { N = 12 };
-    struct tu_reapd *h = h_new2("", KEPT_ONLY);
-    struct tu_holder ho;
-    struct reaper_stats rs;
-    struct store *st;
-    char id[CTR_ID_SIZE];
-    uint64_t w0, t0;
-    int n0;
-    unsigned i;
-
-    add_kept(h, 5000, N);
-    reaper_set_journal_wait_ms(h->r, wait_ms);
-    st = h_store_start(h);
-    tu_run_for(h->l, 1500);
-    copy_due_and_held(st, &ho);
-    tu_run_for(h->l, 50); /* the copy starts, and waits */
-    fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
-    n0 = fake_engine_count(h->fe, FAKE_INSPECT);
-    for (i = 0; i < N; i++) {
-        tu_container_id(id, 5000 + i);
-        fake_engine_exit(h->fe, id, 3, 3);
-    }
-    TU_RUN_UNTIL(h->l, fake_engine_count(h->fe, FAKE_INSPECT) == n0 + N, 5000);
-    reaper_stats(h->r, &rs);
-    w0 = rs.report_writes;
-    t0 = rs.report_turns;
-    fake_engine_delay(h->fe, FAKE_INSPECT, 0, NULL);
-    assert_int_equal(fake_engine_release(h->fe, FAKE_INSPECT), N);
-    tu_run_for(h->l, 600);
-    *lines = lines_in(h->dir, "reports.jsonl");
-    reaper_stats(h->r, &rs);
-    *syncs = rs.report_writes - w0;
-    *turns = rs.report_turns - t0;
-    print_message("%d of %d reports journaled in %llu syncs during the copy,"
-                  " made in %llu turns\n",
-                  *lines, N, (unsigned long long)*syncs,
-                  (unsigned long long)*turns);
-    assert_int_equal(rs.reports, 0); /* stored at the copy's end */
-    tu_release(&ho);
-    TU_RUN_UNTIL(h->l, h->nreports == N, 5000);
-    assert_int_equal(lines_in(h->dir, "reports.jsonl"), N);
-    h_drop_store(h, st);
-    h_free(h);
-}
-
-/* A burst's reports made during the WAL's copy share their journal
- * syncs: with the wait made 10 s, the turn's first eight are journaled
- * as one batch and the rest wait (here, for the copy's end); a turn's
- * end journals only a turn of a sustained pace. The answers come in one
- * turn here: 8 lines in one sync. On a slow machine (valgrind) libcurl
- * may finish some transfers a turn later, and a last turn of one or two
- * reports is journaled at its end; a turn's end that journaled every
- * turn's reports would leave none waiting. */
-static void
-t_burst_reports_wait_for_company(void **state)
-{
-    uint64_t syncs, turns;
-    int lines;
-
-    (void)state;
-    burst_during_copy(10000, &lines, &syncs, &turns);
-    assert_true(lines >= 8);
-    assert_true(lines < 12);
-    assert_true(syncs < (uint64_t)lines);
-}
-
-/* ... and with the wait of 5 ms, those short of a batch are journaled
- * once it is up, not at the copy's end: all twelve. Only a burst made in
- * one turn leaves the last four to the wait alone (one spread over turns
- * may end on a turn of a sustained pace, which journals them too), so the
- * burst is made again until one comes in one turn; under valgrind
- * (TU_TIME_SCALE) none may, and then only the count is checked. */
-static void
-t_burst_remainder_journaled_after_the_wait(void **state)
-{
-    uint64_t syncs, turns = 0;
-    int lines, tries;
-    const char *scale = getenv("TU_TIME_SCALE");
-
-    (void)state;
-    for (tries = 0; tries < 6 && turns != 1; tries++) {
-        burst_during_copy(5, &lines, &syncs, &turns);
-        assert_int_equal(lines, 12);
-        assert_true(syncs < 12);
-    }
-    if (turns != 1 && (scale == NULL || atoi(scale) <= 1))
-        fail_msg("no burst came in one turn in %d tries", tries);
-    if (turns == 1)
-        assert_int_equal(syncs, 2); /* a batch of 8, then the wait's 4 */
 }
 
 static bool
@@ -1967,15 +1732,6 @@ has_report_in_store(struct store *st, const char *cid)
         return false;
     store_report_clear(&rep);
     return true;
-}
-
-static uint64_t
-reports_stored(struct store *st)
-{
-    struct store_counts sc;
-
-    assert_int_equal(store_counts(st, &sc), STORE_OK);
-    return sc.pending + sc.delivered + sc.dead;
 }
 
 /* Where the report `cid` starts in reports.jsonl, in bytes; -1: none. */
@@ -2043,81 +1799,6 @@ t_journal_checkpoint_held_by_unsaved(void **state)
     assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
                      STORE_OK);
     assert_int_equal(mark, report_log_end(h->rl));
-    h_drop_store(h, st);
-    h_free(h);
-}
-
-/* Reports journaled during the WAL's copy are stored at its end, 64 to a
- * transaction. The journal's checkpoint must not move past a line the
- * store does not hold: here the store refuses every report past the
- * first 64 (a trigger), so those wait in memory, in reports.jsonl past
- * the checkpoint, where a restart replays them. A checkpoint moved to
- * the file's end once the first 64 were stored would skip them. */
-static void
-t_journal_checkpoint_waits_for_the_copy(void **state)
-{
-    enum { N = 72 };
-    struct tu_reapd *h = h_new2("", KEPT_ONLY);
-    struct tu_holder ho;
-    struct reaper_stats rs;
-    struct store *st;
-    char id[CTR_ID_SIZE];
-    int64_t mark = -1;
-    long first_unstored = -1, at;
-    unsigned i;
-
-    (void)state;
-    reaper_on_report(h->r, NULL, NULL); /* more than the harness keeps */
-    add_kept(h, 3000, N);
-    st = h_store_start(h);
-    tu_run_for(h->l, 1500);
-    assert_int_equal(
-        sqlite3_exec(store_sqlite(st),
-                     "CREATE TABLE stored(n);"
-                     "CREATE TRIGGER refuse BEFORE INSERT ON reports"
-                     " WHEN (SELECT count(*) FROM stored) >= 64"
-                     " BEGIN SELECT RAISE(ABORT, 'refused by the test'); END;"
-                     "CREATE TRIGGER count AFTER INSERT ON reports"
-                     " BEGIN INSERT INTO stored VALUES (1); END;",
-                     NULL, NULL, NULL),
-        SQLITE_OK);
-    copy_due_and_held(st, &ho);
-    tu_run_for(h->l, 50); /* the copy starts, and waits */
-    for (i = 0; i < N; i++) {
-        tu_container_id(id, 3000 + i);
-        fake_engine_exit(h->fe, id, 3, 3);
-    }
-    TU_RUN_UNTIL(h->l, lines_in(h->dir, "reports.jsonl") == N, 15000);
-    tu_release(&ho);
-    /* Stored, or refused and waiting in memory (a transaction across
-     * the 64th is refused whole: with the copy, the first 64 are one). */
-    TU_RUN_UNTIL(
-        h->l, (reaper_stats(h->r, &rs), rs.reports + rs.reports_unsaved == N),
-        15000);
-    tu_run_for(h->l, 1500); /* lazy commits, a retry of the refused */
-    reaper_stats(h->r, &rs);
-    assert_true(rs.reports <= 64);
-    assert_true(rs.reports_unsaved >= N - 64);
-    for (i = 0; i < N; i++) {
-        tu_container_id(id, 3000 + i);
-        if (has_report_in_store(st, id))
-            continue;
-        at = line_offset(h->dir, id);
-        assert_true(at >= 0);
-        if (first_unstored < 0 || at < first_unstored)
-            first_unstored = at;
-    }
-    assert_true(first_unstored >= 0);
-    assert_int_equal(store_get_checkpoint(st, "reports.jsonl.end", &mark),
-                     STORE_OK);
-    print_message("checkpoint %lld, first line not stored at %ld\n",
-                  (long long)mark, first_unstored);
-    assert_true(mark <= first_unstored);
-    assert_int_equal(sqlite3_exec(store_sqlite(st),
-                                  "DROP TRIGGER refuse; DROP TRIGGER count;",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
-    TU_RUN_UNTIL(h->l, reports_stored(st) == N, 15000);
     h_drop_store(h, st);
     h_free(h);
 }
@@ -2693,11 +2374,7 @@ main(void)
         cmocka_unit_test(t_group_commit),
         cmocka_unit_test(t_lazy_commit),
         cmocka_unit_test(t_no_empty_flush),
-        cmocka_unit_test(t_store_busy_holds_not_the_loop),
-        cmocka_unit_test(t_lone_report_journaled_during_copy),
-        cmocka_unit_test(t_burst_reports_wait_for_company),
-        cmocka_unit_test(t_burst_remainder_journaled_after_the_wait),
-        cmocka_unit_test(t_journal_checkpoint_waits_for_the_copy),
+        cmocka_unit_test(t_report_latency_observed_once),
         cmocka_unit_test(t_journal_checkpoint_held_by_unsaved),
         cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_die_after_outage_keeps_flag),

@@ -213,42 +213,6 @@ t_counts_follow_changes(void **state)
     assert_int_equal(after.dead, before.dead);
 }
 
-/* While the WAL's copy holds the connection (from store_checkpoint_begin
- * to _end; here a thread holds it), store_counts answers without it: the
- * counts as kept, the oldest pending and the size as last read. */
-static void
-t_counts_while_copying(void **state)
-{
-    struct sfx *f = *state;
-    struct store_counts before, during, after;
-    struct tu_holder ho;
-    struct timespec t0, t1;
-
-    assert_int_equal(sfx_add(f->st, 1, 1, 1000), STORE_OK);
-    assert_int_equal(sfx_add(f->st, 2, 2, 2000), STORE_OK);
-    assert_int_equal(sfx_mark_delivered(f->st, 2, 3000), STORE_OK);
-    assert_int_equal(store_counts(f->st, &before), STORE_OK);
-    tu_hold(&ho, sqlite3_db_mutex(store_sqlite(f->st)));
-    store_checkpoint_begin(f->st);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    assert_int_equal(store_counts(f->st, &during), STORE_OK);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    tu_release(&ho);
-    /* Not a wait for the holder (released after 3 s at most). */
-    assert_true((t1.tv_sec - t0.tv_sec) * 1000 +
-                    (t1.tv_nsec - t0.tv_nsec) / 1000000 <
-                500);
-    assert_int_equal(during.pending, 1);
-    assert_int_equal(during.delivered, 1);
-    assert_int_equal(during.oldest_pending_ms, before.oldest_pending_ms);
-    assert_int_equal(during.db_bytes, before.db_bytes);
-    assert_int_equal(store_checkpoint_end(f->st, store_checkpoint_bg(f->st)),
-                     STORE_OK);
-    assert_int_equal(store_counts(f->st, &after), STORE_OK);
-    assert_int_equal(after.oldest_pending_ms, before.oldest_pending_ms);
-    assert_true(after.oldest_pending_ms > 0);
-}
-
 int
 main(void)
 {
@@ -257,7 +221,6 @@ main(void)
         T(t_oldest_pending),
         T(t_counts_and_size),
         T(t_counts_follow_changes),
-        T(t_counts_while_copying),
     };
 #undef T
 

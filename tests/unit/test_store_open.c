@@ -412,7 +412,8 @@ t_files_hardened(void **state)
         assert_true(tu_open_cloexec(path, &found));
         assert_true(found);
     }
-    /* Exclusive locking mode: the WAL index is in memory, no -shm file. */
+    /* The process's lock held (unix-excl): the WAL index is in memory,
+     * no -shm file. */
     snprintf(path, sizeof(path), "%s/reapd.db-shm", dir);
     assert_int_equal(lstat(path, &sb), -1);
     assert_int_equal(sfx_close(st), STORE_OK);
@@ -450,56 +451,132 @@ t_files_hardened(void **state)
     sfx_tmpdir_free(dir);
 }
 
-/* Someone else holding the write lock at open: a clear error after a
+/* Another process, holding the database with `sql` run (a write lock, or
+ * a WAL connection's shared lock), until told to let go (holder_free). */
+struct holder {
+    pid_t pid;
+    int go;
+};
+
+static struct holder
+holder_new(const char *dir, const char *sql)
+{
+    struct holder h;
+    int p[2], go[2];
+
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(pipe(go), 0);
+    h.pid = fork();
+    assert_true(h.pid >= 0);
+    if (h.pid == 0) {
+        sqlite3 *db = sfx_raw_second(dir);
+
+        close(p[0]);
+        close(go[1]);
+        if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK)
+            _exit(1);
+        sfx_ack(p[1], SFX_ACK_OPEN, 0);
+        sfx_wait_ack(go[0], SFX_ACK_FLUSH);
+        sqlite3_close(db);
+        _exit(0);
+    }
+    close(p[1]);
+    close(go[0]);
+    sfx_wait_ack(p[0], SFX_ACK_OPEN);
+    close(p[0]);
+    h.go = go[1];
+    return h;
+}
+
+static void
+holder_free(struct holder *h)
+{
+    int status;
+
+    sfx_ack(h->go, SFX_ACK_FLUSH, 0);
+    close(h->go);
+    assert_int_equal(waitpid(h->pid, &status, 0), h->pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+/* Another process holding the write lock at open: a clear error after a
  * short wait (the loop must not block), and all is well once the lock is
- * gone. Once open, the store holds the file. */
+ * gone. Once open, the store holds the file: no other process can read
+ * it, and it makes no -shm file. */
 static void
 t_busy(void **state)
 {
-    char dir[64], err[512];
+    char dir[64], err[512], path[128];
     struct store *st = NULL;
+    struct holder h;
+    struct stat sb;
     int64_t t0;
     sqlite3 *db;
+    int p[2], go[2], status;
+    pid_t pid;
 
     (void)state;
     sfx_tmpdir_new(dir, sizeof(dir));
     st = sfx_must_open(dir);
     assert_int_equal(sfx_close(st), STORE_OK);
 
-    db = sfx_raw_open(dir);
-    assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
-                     SQLITE_OK);
+    h = holder_new(dir, "BEGIN IMMEDIATE");
     t0 = sfx_now_us();
     assert_int_equal(sfx_open(dir, &st, err, sizeof(err)), STORE_BUSY);
     assert_true(sfx_now_us() - t0 < 2000000);
     assert_null(st);
     assert_non_null(strstr(err, "reapd.db"));
     assert_non_null(strstr(err, "another reapd"));
-    assert_int_equal(sqlite3_exec(db, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    holder_free(&h);
 
-    /* A connection still open in WAL mode holds a shared lock: the store
+    /* A connection open in WAL mode holds a shared lock: the store
      * cannot have the file to itself. */
+    h = holder_new(dir, "SELECT count(*) FROM reports");
     assert_int_equal(sfx_open(dir, &st, err, sizeof(err)), STORE_BUSY);
-    sqlite3_close(db);
+    assert_null(st);
+    holder_free(&h);
 
-    /* Open, the store keeps its file locked (exclusive locking mode): a
-     * second connection cannot even read, and the store's own writes
-     * never wait for anyone. */
-    st = sfx_must_open(dir);
-    assert_int_equal(sfx_add(st, 1, 1, 1), STORE_OK);
-    assert_int_equal(store_flush(st), STORE_OK);
+    /* Open (here in a child: locks are the process's), the store keeps
+     * its file locked: another process cannot even read it, and the
+     * store's own writes never wait for anyone; no -shm file either. */
+    assert_int_equal(pipe(p), 0);
+    assert_int_equal(pipe(go), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(p[0]);
+        close(go[1]);
+        if (sfx_open(dir, &st, NULL, 0) != STORE_OK ||
+            sfx_add(st, 1, 1, 1) != STORE_OK || store_flush(st) != STORE_OK)
+            _exit(1);
+        sfx_ack(p[1], SFX_ACK_REPORT, 1);
+        sfx_wait_ack(go[0], SFX_ACK_FLUSH);
+        if (sfx_add(st, 2, 1, 1) != STORE_OK || store_flush(st) != STORE_OK ||
+            sfx_close(st) != STORE_OK)
+            _exit(1);
+        _exit(0);
+    }
+    close(p[1]);
+    close(go[0]);
+    sfx_wait_ack(p[0], SFX_ACK_REPORT);
+    close(p[0]);
     db = sfx_raw_second(dir);
     assert_int_equal(
         sqlite3_exec(db, "SELECT count(*) FROM reports", NULL, NULL, NULL),
         SQLITE_BUSY);
     assert_int_equal(sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL),
                      SQLITE_BUSY);
-    assert_int_equal(sfx_add(st, 2, 1, 1), STORE_OK);
-    assert_int_equal(store_flush(st), STORE_OK);
-    assert_int_equal(sfx_close(st), STORE_OK);
+    sqlite3_close(db);
+    snprintf(path, sizeof(path), "%s/reapd.db-shm", dir);
+    assert_int_equal(lstat(path, &sb), -1);
+    sfx_ack(go[1], SFX_ACK_FLUSH, 0);
+    close(go[1]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
     /* Closed, it is free again. */
     assert_int_equal(sfx_raw_int(dir, "SELECT count(*) FROM reports"), 2);
-    sqlite3_close(db);
     sfx_tmpdir_free(dir);
 }
 
