@@ -44,6 +44,10 @@
  * catches up.
  */
 #define CHECKPOINT_PAGES 256
+/* A WAL this long has had commits all through its copies, none of which
+ * could catch up: the loop copies the rest itself and starts it over
+ * (store_wal_restart), or it would grow as long as the load lasts. */
+#define WAL_MAX_PAGES (16 * CHECKPOINT_PAGES)
 
 /* Writes of pending records per loop turn, and past how many waiting
  * they go on regardless (flush_budget). */
@@ -391,6 +395,8 @@ checkpoint_done(int rc, void *arg)
     struct reaper *r = arg;
 
     checkpoint_result(r, store_checkpoint_end(r->store, rc));
+    if (store_wal_frames(r->store) >= WAL_MAX_PAGES)
+        checkpoint_result(r, store_wal_restart(r->store));
     /* What was committed meanwhile may be past the bound already. */
     if (store_wal_pages(r->store) >= CHECKPOINT_PAGES)
         on_wal_full(r);

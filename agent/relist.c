@@ -135,17 +135,13 @@ slice(struct relist *rl)
             rl->incomplete = true;
         if ((rl->next & 15) == 0 && loop_now_ns() - t0 >= rl->slice_ns)
             break;
-        if (rl->cb->busy != NULL && rl->cb->busy(rl->arg))
-            break;
     }
     if (rl->ans == NULL)
         return;
     if (rl->next < rl->n) {
         /* A timer, not event_active: an event made active from a
-         * callback runs in the same pass, before any socket is read. A
-         * busy store gets a millisecond rather than more to write. */
-        loop_timer_ms(rl->slice_ev,
-                      rl->cb->busy != NULL && rl->cb->busy(rl->arg) ? 1 : 0);
+         * callback runs in the same pass, before any socket is read. */
+        loop_timer_ms(rl->slice_ev, 0);
         return;
     }
     finish(rl);

@@ -39,9 +39,6 @@ struct relist_cbs {
     /* Every entry of relist `gen` (n of them) is taken in; `incomplete`:
      * some could not be. */
     void (*finish)(void *arg, uint32_t gen, size_t n, bool incomplete);
-    /* Whether the loop should be given back now, before the next entry
-     * (the store has a commit's worth waiting). NULL: never. */
-    bool (*busy)(void *arg);
 };
 
 /* NULL when out of memory. `cb` is static, borrowed; `d` borrowed. */

@@ -399,6 +399,18 @@ void store_checkpoint_begin(struct store *st);
 int store_checkpoint_bg(struct store *st);
 int store_checkpoint_end(struct store *st, int rc);
 
+/* The WAL's length in frames, its copied part included. While commits
+ * come all through the copies, no copy catches up and the WAL is never
+ * started over: this grows. */
+int store_wal_frames(const struct store *st);
+/* On the store's own connection: copies every frame the copies left and
+ * makes the next commit start the WAL over (SQLite's RESTART
+ * checkpoint), for a WAL that commits never left a copy the time to
+ * catch up with. Holds the caller for that copy and its sync. STORE_OK
+ * also when a copy still running kept it from starting over (it never
+ * waits for one; the caller tries again after), or an error. */
+int store_wal_restart(struct store *st);
+
 /* cb(arg) after each commit that leaves at least `bound` pages in the
  * WAL, from inside that commit: it may only schedule the checkpoint. One
  * callback; NULL removes it. */

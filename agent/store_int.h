@@ -19,6 +19,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* At the opening, the loop waits at most this long for a lock another
+ * process holds (an operator's sqlite3 shell in a write transaction).
+ * Once open, no other process can take one, and the checkpoint's
+ * connection takes none the loop's needs. */
+#define STORE_BUSY_TIMEOUT_MS 100
+
 #include "store.h"
 
 struct pend;

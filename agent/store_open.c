@@ -25,12 +25,6 @@
 #include "store_wal.h"
 #include "walbuf.h"
 
-/* At the opening, the loop waits at most this long for a lock another
- * process holds (an operator's sqlite3 shell in a write transaction).
- * Once open, no other process can take one, and the checkpoint's
- * connection takes none the loop's needs. */
-#define BUSY_TIMEOUT_MS 100
-
 /* SQLite's VFS the store's is over (open_one). */
 #define STORE_VFS "unix-excl"
 
@@ -219,7 +213,7 @@ open_connection(struct store *st, const char *state_dir)
         return st->db != NULL
                    ? open_fail_rc(st, rc, "open")
                    : open_fail(st, STORE_NOMEM, "open", sqlite3_errstr(rc));
-    sqlite3_busy_timeout(st->db, BUSY_TIMEOUT_MS);
+    sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
     return STORE_OK;
 }
 

@@ -99,6 +99,32 @@ store_checkpoint_end(struct store *st, int rc)
 }
 
 int
+store_wal_frames(const struct store *st)
+{
+    return st->wal_pages;
+}
+
+int
+store_wal_restart(struct store *st)
+{
+    int log = 0, done = 0, rc;
+
+    /* No busy handler: a reader of the WAL (a copy on the other
+     * connection) is not waited for. */
+    sqlite3_busy_timeout(st->db, 0);
+    rc = sqlite3_wal_checkpoint_v2(st->db, NULL, SQLITE_CHECKPOINT_RESTART,
+                                   &log, &done);
+    sqlite3_busy_timeout(st->db, STORE_BUSY_TIMEOUT_MS);
+    if (rc == SQLITE_BUSY)
+        return STORE_OK;
+    if (rc != SQLITE_OK)
+        return sdb_fail(st, rc, "restarting the WAL");
+    st->checkpoints++;
+    st->wal_copied = done;
+    return STORE_OK;
+}
+
+int
 store_checkpoint(struct store *st)
 {
     store_checkpoint_begin(st);

@@ -298,15 +298,74 @@ t_copy_while_loop_commits(void **state)
     assert_int_equal(store_check(f->st), STORE_OK);
 }
 
+/* One commit of a record, to see where the WAL goes on. */
+static void
+commit_one(struct store *st, unsigned n)
+{
+    char id[CTR_ID_SIZE];
+
+    snprintf(id, sizeof(id), "%064u", n);
+    assert_int_equal(store_put_container(st, id, "{\"a\":1}", 7, (int64_t)n),
+                     STORE_OK);
+    assert_int_equal(store_flush(st), STORE_OK);
+}
+
+/*
+ * A reader of an old snapshot stands for copies that never catch up
+ * (commits all through them): each copy stops at it, the WAL is never
+ * started over, and it grows. store_wal_restart does not wait for that
+ * reader (STORE_OK, the WAL goes on); once it is gone, it copies the rest
+ * and the next commit starts the WAL over.
+ */
+static void
+t_restart_bounds_the_wal(void **state)
+{
+    struct sfx *f = *state;
+    sqlite3 *rd = NULL;
+    char path[128];
+    uint32_t seq;
+    int frames;
+
+    fill_wal(f->st, 0, 10);
+    snprintf(path, sizeof(path), "%s/reapd.db", f->dir);
+    assert_int_equal(
+        sqlite3_open_v2(path, &rd, SQLITE_OPEN_READONLY, "unix-excl"),
+        SQLITE_OK);
+    assert_int_equal(sqlite3_exec(rd,
+                                  "BEGIN; SELECT count(*) FROM containers;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    seq = wal_seq(f->dir);
+    fill_wal(f->st, 1000, 300);
+    assert_int_equal(store_checkpoint(f->st), STORE_OK);
+    commit_one(f->st, 5000);
+    frames = store_wal_frames(f->st);
+    assert_true(frames > 300);
+    assert_int_equal(wal_seq(f->dir), seq);
+
+    assert_int_equal(store_wal_restart(f->st), STORE_OK);
+    commit_one(f->st, 5001);
+    assert_true(store_wal_frames(f->st) > frames);
+    assert_int_equal(wal_seq(f->dir), seq);
+
+    assert_int_equal(sqlite3_exec(rd, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_close(rd), SQLITE_OK);
+    assert_int_equal(store_wal_restart(f->st), STORE_OK);
+    assert_int_equal(store_wal_pages(f->st), 0);
+    commit_one(f->st, 5002);
+    assert_true(store_wal_frames(f->st) < 10);
+    assert_true(wal_seq(f->dir) > seq);
+    assert_int_equal(store_check(f->st), STORE_OK);
+}
+
 int
 main(void)
 {
 #define T(name) cmocka_unit_test_setup_teardown(name, sfx_setup, sfx_teardown)
     const struct CMUnitTest tests[] = {
-        T(t_checkpoint_by_caller),
-        T(t_copy_meets_open_transaction),
-        T(t_copy_finds_the_wal_busy),
-        T(t_copy_while_loop_commits),
+        T(t_checkpoint_by_caller),    T(t_copy_meets_open_transaction),
+        T(t_copy_finds_the_wal_busy), T(t_copy_while_loop_commits),
+        T(t_restart_bounds_the_wal),
     };
 #undef T
 
