@@ -53,6 +53,18 @@ wal_seq(const char *dir)
            (uint32_t)h[14] << 8 | h[15];
 }
 
+/* Opens a write transaction on `db`, left open for the caller. */
+static void
+begin_write(sqlite3 *db)
+{
+    assert_int_equal(sqlite3_exec(db,
+                                  "BEGIN IMMEDIATE;"
+                                  "INSERT INTO checkpoints(key, value)"
+                                  " VALUES ('test.open', 1)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+}
+
 /* Fills the WAL past `pages` pages with container records, one commit
  * each, one at least; how many records. */
 static unsigned
@@ -137,12 +149,7 @@ t_copy_meets_open_transaction(void **state)
 
     fill_wal(f->st, 0, 200);
     seq = wal_seq(f->dir);
-    assert_int_equal(sqlite3_exec(db,
-                                  "BEGIN IMMEDIATE;"
-                                  "INSERT INTO checkpoints(key, value)"
-                                  " VALUES ('test.open', 1)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    begin_write(db);
     assert_int_equal(store_checkpoint(f->st), STORE_OK);
     assert_int_equal(store_checkpoints(f->st), 1);
     assert_int_equal(store_wal_pages(f->st), 0);
@@ -203,12 +210,7 @@ t_copy_finds_the_wal_busy(void **state)
                                   NULL, NULL, NULL),
                      SQLITE_OK);
     sqlite3_busy_handler(other, copy_while_held, &b);
-    assert_int_equal(sqlite3_exec(db,
-                                  "BEGIN IMMEDIATE;"
-                                  "INSERT INTO checkpoints(key, value)"
-                                  " VALUES ('test.open', 1)",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    begin_write(db);
     assert_int_equal(sqlite3_wal_checkpoint_v2(
                          other, NULL, SQLITE_CHECKPOINT_FULL, NULL, NULL),
                      SQLITE_BUSY);
