@@ -596,8 +596,8 @@ t_get_buffered_unix(void **state)
 static void
 t_unix_ignores_proxy_env(void **state)
 {
-    static const char *const vars[] = {"http_proxy", "HTTP_PROXY",
-                                       "all_proxy", "ALL_PROXY"};
+    static const char *const vars[] = {"http_proxy", "HTTP_PROXY", "all_proxy",
+                                       "ALL_PROXY"};
     struct fx *f = fx_new();
     struct rec r = {0};
     struct loop_http_req req = {.url = "http://localhost/hello",
