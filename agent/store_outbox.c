@@ -22,6 +22,27 @@
 
 /* ---- adding reports --------------------------------------------------- */
 
+/* Whether a new pending report of `container_id` is its head: no other
+ * of the container is pending. */
+static int
+head_free(struct store *st, const char *container_id, int64_t *head)
+{
+    static const char what[] = "add report";
+    sqlite3_stmt *s = st->stmt[S_HEAD_FREE];
+    int rc, result;
+
+    result = sdb_bind_text(st, s, 1, container_id, strlen(container_id), what);
+    if (result == STORE_OK) {
+        rc = sqlite3_step(s);
+        if (rc == SQLITE_ROW)
+            *head = sqlite3_column_int64(s, 0);
+        else
+            result = sdb_fail(st, rc == SQLITE_DONE ? SQLITE_ERROR : rc, what);
+    }
+    sdb_done(s);
+    return result;
+}
+
 /* Inserts one report into the transaction begun: STORE_OK, or
  * STORE_DUPLICATE (nothing changed), or an error. */
 static int
@@ -30,9 +51,15 @@ insert_report(struct store *st, enum stmt_id ins,
 {
     static const char what[] = "add report";
     sqlite3_stmt *s = st->stmt[ins];
-    int result, rc;
+    int64_t seq = 0, head = 0;
+    int result;
 
-    result = sdb_bind_text(st, s, 1, v->report_id, strlen(v->report_id), what);
+    result = store_last_seq(st, &seq);
+    if (result == STORE_OK && ins == S_REPORT_INSERT)
+        result = head_free(st, v->container_id, &head);
+    if (result == STORE_OK)
+        result =
+            sdb_bind_text(st, s, 1, v->report_id, strlen(v->report_id), what);
     if (result == STORE_OK)
         result = sdb_bind_text(st, s, 2, v->container_id,
                                strlen(v->container_id), what);
@@ -40,6 +67,10 @@ insert_report(struct store *st, enum stmt_id ins,
         result = sdb_bind_text(st, s, 3, v->body, v->len, what);
     if (result == STORE_OK)
         result = sdb_bind_int(st, s, 4, now_ms, what);
+    if (result == STORE_OK)
+        result = sdb_bind_int(st, s, 5, seq + 1, what);
+    if (result == STORE_OK && ins == S_REPORT_INSERT)
+        result = sdb_bind_int(st, s, 6, head, what);
     if (result != STORE_OK) {
         sdb_done(s);
         return result;
@@ -47,23 +78,9 @@ insert_report(struct store *st, enum stmt_id ins,
     result = sdb_run(st, ins, what);
     if (result != STORE_OK)
         return result;
-    if (sqlite3_changes(st->db) == 0) {
-        /* Either the id is taken, or the counter row is gone. */
-        s = st->stmt[S_REPORT_EXISTS];
-        result =
-            sdb_bind_text(st, s, 1, v->report_id, strlen(v->report_id), what);
-        if (result == STORE_OK) {
-            rc = sqlite3_step(s);
-            result = rc == SQLITE_ROW    ? STORE_DUPLICATE
-                     : rc == SQLITE_DONE ? STORE_CORRUPT
-                                         : sdb_fail(st, rc, what);
-            if (rc == SQLITE_DONE)
-                snprintf(st->errmsg, sizeof(st->errmsg),
-                         "%s: the report sequence is missing", what);
-        }
-        sdb_done(s);
-        return result;
-    }
+    /* Its id is taken: the same report, made again. */
+    if (sqlite3_changes(st->db) == 0)
+        return STORE_DUPLICATE;
     result = sdb_run(st, S_SEQ_BUMP, what);
     if (result == STORE_OK)
         sdb_count_moved(st, -1,

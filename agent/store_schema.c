@@ -89,15 +89,15 @@ const char *const store_schema_sql[S_COUNT] = {
     [S_BEGIN] = "BEGIN IMMEDIATE",
     [S_COMMIT] = "COMMIT",
     [S_ROLLBACK] = "ROLLBACK",
-    /* seq from the counter in meta, never reused even after pruning. The
-     * WHERE clause also keeps the upsert's ON from reading as a join. */
+    /* ?5: the seq, the counter in meta plus one (never reused even after
+     * pruning); ?6: whether it is its container's head (S_HEAD_FREE).
+     * Both read before by statements of their own: an INSERT whose SELECT
+     * reads the table it inserts into has SQLite build a temporary table
+     * for every row. */
     [S_REPORT_INSERT] =
         "INSERT INTO reports(report_id, container_id, seq, body, state,"
         " attempts, next_attempt_ms, created_ms, head)"
-        " SELECT ?1, ?2, value + 1, ?3, 'pending', 0, ?4, ?4,"
-        " NOT EXISTS (SELECT 1 FROM reports"
-        "  WHERE container_id = ?2 AND state = 'pending')"
-        " FROM meta WHERE name = 'report_seq'"
+        " VALUES (?1, ?2, ?5, ?3, 'pending', 0, ?4, ?4, ?6)"
         " ON CONFLICT(report_id) DO NOTHING",
     /* Delivered as it is stored (no upstream): written so at once, not
      * as pending then marked, which would run the head trigger and write
@@ -106,12 +106,12 @@ const char *const store_schema_sql[S_COUNT] = {
     [S_REPORT_INSERT_DELIVERED] =
         "INSERT INTO reports(report_id, container_id, seq, body, state,"
         " attempts, next_attempt_ms, created_ms, delivered_ms, head)"
-        " SELECT ?1, ?2, value + 1, ?3, 'delivered', 1, ?4, ?4, ?4, 0"
-        " FROM meta WHERE name = 'report_seq'"
+        " VALUES (?1, ?2, ?5, ?3, 'delivered', 1, ?4, ?4, ?4, 0)"
         " ON CONFLICT(report_id) DO NOTHING",
+    [S_HEAD_FREE] = "SELECT NOT EXISTS (SELECT 1 FROM reports"
+                    " WHERE container_id = ?1 AND state = 'pending')",
     [S_SEQ_BUMP] = "UPDATE meta SET value = value + 1"
                    " WHERE name = 'report_seq'",
-    [S_REPORT_EXISTS] = "SELECT 1 FROM reports WHERE report_id = ?1",
     [S_REPORT_GET] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
                      " FROM reports WHERE report_id = ?1",
     [S_REPORT_LATEST] = "SELECT " REPORT_COLS ", CASE WHEN ?2 THEN body END"
