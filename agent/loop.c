@@ -86,6 +86,10 @@ struct callq {
 #define SOCK_POOL      256 /* spare socket records kept at most */
 #define SOCK_PRIME     8   /* made at start, before memory can run out */
 #define SOCK_UNWATCHED 64
+/* Easy handles of finished calls kept for the next ones: a reset handle
+ * costs less than a new one. Streams' (a bigger buffer, seldom made)
+ * are not kept. */
+#define EASY_POOL 4
 
 struct loop {
     struct event_base *base;
@@ -121,6 +125,9 @@ struct loop {
     struct fdslot *fds;
     size_t nfds;
     uint64_t sock_changes; /* loop_socket_changes */
+    CURL *idle[EASY_POOL]; /* reset, for the next calls */
+    size_t nidle;
+    uint64_t easy_made; /* loop_easy_made */
     /* A prior-knowledge HTTP/2 connection to this unix socket succeeded
      * and libcurl keeps it: the next calls ride on it (h2_old_curl). */
     bool h2_live;
@@ -514,6 +521,31 @@ q_unlink(struct callq *q, struct loop_http_call *c)
     q->n--;
 }
 
+/* A handle for a new call: a kept one, or a new one (NULL: no memory). */
+static CURL *
+easy_get(struct loop *l)
+{
+    if (l->nidle > 0)
+        return l->idle[--l->nidle];
+    l->easy_made++;
+    return curl_easy_init();
+}
+
+/* The handle of a call that ended, out of libcurl: kept, its options back
+ * to their defaults (and its connection to the pool), or cleaned up. */
+static void
+easy_put(struct loop *l, CURL *e, bool keep)
+{
+    if (e == NULL)
+        return;
+    if (keep && l->nidle < EASY_POOL) {
+        curl_easy_reset(e);
+        l->idle[l->nidle++] = e;
+    } else {
+        curl_easy_cleanup(e);
+    }
+}
+
 static void
 call_free(struct loop_http_call *c)
 {
@@ -544,7 +576,7 @@ call_free(struct loop_http_call *c)
     l->ncalls--;
     if (c->resume != NULL)
         event_free(c->resume);
-    curl_easy_cleanup(c->easy);
+    easy_put(l, c->easy, c->bounded);
     curl_slist_free_all(c->hdrs);
     for (i = 0; i < c->nlines; i++)
         free(c->lines[i]);
@@ -983,7 +1015,7 @@ loop_http(struct loop *l, const struct loop_http_req *req,
         if (c->resume == NULL)
             goto out;
     }
-    c->easy = curl_easy_init();
+    c->easy = easy_get(l);
     if (c->easy == NULL || setup_easy(c, req) != 0)
         goto out;
 
@@ -1012,8 +1044,7 @@ out:
     if (c != NULL) {
         if (c->resume != NULL)
             event_free(c->resume);
-        if (c->easy != NULL)
-            curl_easy_cleanup(c->easy);
+        easy_put(l, c->easy, false);
         curl_slist_free_all(c->hdrs);
         free(c);
     }
@@ -1065,6 +1096,12 @@ size_t
 loop_http_waiting(const struct loop *l)
 {
     return l->wait.n;
+}
+
+uint64_t
+loop_easy_made(const struct loop *l)
+{
+    return l->easy_made;
 }
 
 uint64_t
@@ -1160,6 +1197,8 @@ loop_free(struct loop *l)
         return;
     while (l->calls != NULL)
         call_free(l->calls);
+    while (l->nidle > 0)
+        curl_easy_cleanup(l->idle[--l->nidle]);
     /* Closes the kept connections, through close_cb. */
     if (l->multi != NULL)
         curl_multi_cleanup(l->multi);

@@ -133,6 +133,9 @@ size_t loop_http_waiting(const struct loop *l);
  * in it between calls (so a call on it adds none), until libcurl closes
  * it or, while idle, the server writes to or closes it. */
 uint64_t loop_socket_changes(const struct loop *l);
+/* libcurl handles made so far: a finished call's handle is reset and
+ * kept for the next (a few at most; not a stream's). */
+uint64_t loop_easy_made(const struct loop *l);
 
 /*
  * At most `n` calls that are not streams are handed to libcurl at once

@@ -690,6 +690,55 @@ t_post_body_and_headers(void **state)
     fx_free(f);
 }
 
+/* A finished call's handle serves the next call, and nothing of the first
+ * (method, body, headers) rides along with the second. */
+static void
+t_handle_kept_clean(void **state)
+{
+    struct fx *f = fx_new();
+    struct rec r = {0}, r2 = {0}, r3 = {0};
+    const char *hdrs[] = {"X-Reapd-Test: abc 123",
+                          "Content-Type: application/json"};
+    struct loop_http_req req = {.method = "POST",
+                                .url = tcp_url(f, "/echo"),
+                                .body = "{}",
+                                .body_len = 2,
+                                .headers = hdrs,
+                                .nheaders = 2};
+    struct loop_http_req get = {.url = tcp_url(f, "/echo")};
+    uint64_t made;
+
+    (void)state;
+    r.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r);
+    assert_non_null(r.call);
+    TU_RUN_UNTIL(f->l, r.done > 0, 3000);
+    assert_int_equal(r.status, 201);
+    made = loop_easy_made(f->l);
+    assert_true(made >= 1);
+
+    r2.call = loop_http(f->l, &get, NULL, NULL, rec_done, &r2);
+    assert_non_null(r2.call);
+    TU_RUN_UNTIL(f->l, r2.done > 0, 3000);
+    assert_int_equal(r2.error, HTTPC_OK);
+    assert_int_equal(loop_easy_made(f->l), made);
+    assert_string_equal(f->s->echo_method, "GET");
+    assert_string_equal(f->s->echo_body, "");
+    assert_string_equal(f->s->echo_hdr, "(none)");
+    assert_string_equal(f->s->echo_ctype, "(none)");
+    assert_int_equal(r2.status, 400); /* the server missed the headers */
+
+    /* And back: the kept handle takes a POST's options again. */
+    r3.call = loop_http(f->l, &req, NULL, NULL, rec_done, &r3);
+    TU_RUN_UNTIL(f->l, r3.done > 0, 3000);
+    assert_int_equal(loop_easy_made(f->l), made);
+    assert_int_equal(r3.status, 201);
+    assert_string_equal(f->s->echo_body, "{}");
+    rec_clear(&r);
+    rec_clear(&r2);
+    rec_clear(&r3);
+    fx_free(f);
+}
+
 static void
 t_stream_in_order(void **state)
 {
@@ -1543,6 +1592,7 @@ main(void)
         cmocka_unit_test(t_unix_ignores_proxy_env),
         cmocka_unit_test(t_non_2xx_is_ok),
         cmocka_unit_test(t_post_body_and_headers),
+        cmocka_unit_test(t_handle_kept_clean),
         cmocka_unit_test(t_stream_in_order),
         cmocka_unit_test(t_yield_between_turns),
         cmocka_unit_test(t_refused_after_pause_ends),
