@@ -66,8 +66,6 @@ static const struct {
 } event_kinds[] = {
     {"/tasks/exit", "containerd.events.TaskExit", CTRD_EV_TASK_EXIT},
     {"/tasks/delete", "containerd.events.TaskDelete", CTRD_EV_TASK_DELETE},
-    {"/containers/delete", "containerd.events.ContainerDelete",
-     CTRD_EV_CONTAINER_DELETE},
 };
 #define NKINDS (sizeof(event_kinds) / sizeof(event_kinds[0]))
 
@@ -410,7 +408,6 @@ decode_payload(enum ctrd_event_kind kind, const ProtobufCBinaryData *v,
 {
     ProtobufCAllocator a;
     struct budget b;
-    static const ProtobufCBinaryData none = {0, NULL};
     int result = -1;
 
     budget_init(&b, &a, v->len);
@@ -443,18 +440,6 @@ decode_payload(enum ctrd_event_kind kind, const ProtobufCBinaryData *v,
         ev->exit_status = m->exit_status;
         ev->exited_at_ns = timestamp_ns(m->exited_at);
         reapd__ctrd__task_delete__free_unpacked(m, &a);
-        result = 0;
-        break;
-    }
-    case CTRD_EV_CONTAINER_DELETE: {
-        Reapd__Ctrd__ContainerDelete *m;
-
-        m = reapd__ctrd__container_delete__unpack(&a, v->len, v->data);
-        if (m == NULL)
-            break;
-        ev->container_id = take_id(d, &m->id, false);
-        ev->id = take_id(d, &none, true);
-        reapd__ctrd__container_delete__free_unpacked(m, &a);
         result = 0;
         break;
     }

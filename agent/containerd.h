@@ -99,15 +99,13 @@ struct ctrd_req *ctrd_container_delete(struct ctrd *c, const char *id,
 void ctrd_cancel(struct ctrd_req *r);
 
 enum ctrd_event_kind {
-    CTRD_EV_TASK_EXIT,        /* /tasks/exit */
-    CTRD_EV_TASK_DELETE,      /* /tasks/delete */
-    CTRD_EV_CONTAINER_DELETE, /* /containers/delete */
+    CTRD_EV_TASK_EXIT,   /* /tasks/exit */
+    CTRD_EV_TASK_DELETE, /* /tasks/delete */
 };
 
 struct ctrd_event {
     enum ctrd_event_kind kind;
-    const char *container_id; /* TaskExit/TaskDelete container_id, or the
-                                 ContainerDelete id */
+    const char *container_id; /* TaskExit/TaskDelete container_id */
     const char *id;           /* TaskExit/TaskDelete process id */
     uint32_t pid;
     uint32_t exit_status;
