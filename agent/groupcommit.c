@@ -9,10 +9,13 @@
  */
 #include "groupcommit.h"
 
+#include <event2/event.h>
+#include <stdlib.h>
+#include <sys/time.h>
+
 #include "bio.h"
 #include "log.h"
 #include "loop.h"
-#include "reaper_int.h"
 #include "store.h"
 
 /*
@@ -22,7 +25,7 @@
  * learns of a step before it is on disk: a DELETE flushes first, a
  * report is stored in its own transaction with whatever waits. A kill -9
  * inside the window loses only what the engine's replay gives again; what
- * nobody replays is written at once (persist_flush_now: containerd's
+ * nobody replays is written at once (groupcommit_rec: containerd's
  * TaskExit).
  */
 #define GROUP_COMMIT_MS 20
@@ -54,80 +57,133 @@
 #define FLUSH_TURN_NS 2000000u
 #define FLUSH_BACKLOG 4096
 
+/* The rows a slice writes, and how many pending are written at once
+ * rather than at the window's end (flush_within). */
+#define FLUSH_SLICE_ROWS 32
+
+struct groupcommit {
+    struct loop *l;
+    struct store *store; /* borrowed; NULL: nothing is written */
+    const struct groupcommit_hooks *hooks;
+    void *arg; /* the hooks' */
+    struct event *flush_ev;
+    bool flush_scheduled;
+    uint64_t flush_at_ms; /* loop time the scheduled flush is due */
+    bool failing;         /* the last write failed; said once */
+    struct event *retry;
+    struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
+    bool ckpt_scheduled;
+    struct bio *bio;        /* where the checkpoint runs (NULL: on the loop) */
+    struct timeval turn_tv; /* the loop turn turn_flush_ns is of */
+    uint64_t turn_flush_ns; /* spent writing records in it */
+    uint64_t errors;        /* failed writes */
+    /* The group commit's timer finding nothing to write: a wakeup for
+     * nothing, which groupcommit_settled exists to spare (a test counts
+     * it). */
+    uint64_t empty_flushes;
+    /* The events checkpoint last handed down, the one in the store, and
+     * whether the next flush writes it. */
+    int64_t events_ckpt, events_saved;
+    bool events_due;
+};
+
 static void on_flush(evutil_socket_t fd, short what, void *arg);
 static void on_store_retry(evutil_socket_t fd, short what, void *arg);
 static void on_checkpoint(evutil_socket_t fd, short what, void *arg);
 static void on_wal_full(void *arg);
-static void flush_within(struct reaper *r, uint64_t ms);
+static void flush_within(struct groupcommit *gc, uint64_t ms);
 
-int
-groupcommit_init(struct reaper *r, const struct groupcommit_hooks *h)
+struct groupcommit *
+groupcommit_new(struct loop *l, struct store *st,
+                const struct groupcommit_hooks *h, void *arg)
 {
-    struct persist *ps = &r->ps;
-    struct event_base *base = loop_base(r->l);
+    struct event_base *base = loop_base(l);
+    struct groupcommit *gc = calloc(1, sizeof(*gc));
 
-    ps->hooks = h;
-    ps->flush_ev = evtimer_new(base, on_flush, r);
-    ps->retry = evtimer_new(base, on_store_retry, r);
-    ps->ckpt_ev = evtimer_new(base, on_checkpoint, r);
+    if (gc == NULL)
+        return NULL;
+    gc->l = l;
+    gc->hooks = h;
+    gc->arg = arg;
+    gc->flush_ev = evtimer_new(base, on_flush, gc);
+    gc->retry = evtimer_new(base, on_store_retry, gc);
+    gc->ckpt_ev = evtimer_new(base, on_checkpoint, gc);
+    if (gc->flush_ev == NULL || gc->retry == NULL || gc->ckpt_ev == NULL) {
+        groupcommit_free(gc); /* no store yet: nothing written */
+        return NULL;
+    }
+    gc->store = st;
     /* Without the thread (none to be had), the copy runs on the loop. */
-    ps->bio = bio_new(base);
-    if (ps->bio == NULL)
+    gc->bio = bio_new(base);
+    if (gc->bio == NULL)
         log_warn(NULL, "state: no thread for checkpoints; they run on the "
                        "loop");
-    return ps->flush_ev != NULL && ps->retry != NULL && ps->ckpt_ev != NULL
-               ? 0
-               : -1;
+    return gc;
 }
 
 void
-groupcommit_start(struct reaper *r)
+groupcommit_set_store(struct groupcommit *gc, struct store *st)
 {
-    store_on_wal(r->store, CHECKPOINT_PAGES, on_wal_full, r);
+    gc->store = st;
 }
 
 void
-groupcommit_stop(struct reaper *r)
+groupcommit_start(struct groupcommit *gc)
 {
+    store_on_wal(gc->store, CHECKPOINT_PAGES, on_wal_full, gc);
+}
+
+void
+groupcommit_stop(struct groupcommit *gc)
+{
+    if (gc == NULL)
+        return;
     /* A checkpoint in flight ends first: the store is the loop's again. */
-    bio_free(r->ps.bio);
-    r->ps.bio = NULL;
+    bio_free(gc->bio);
+    gc->bio = NULL;
 }
 
 void
-groupcommit_cleanup(struct reaper *r)
+groupcommit_free(struct groupcommit *gc)
 {
-    struct persist *ps = &r->ps;
-
-    if (r->store != NULL)
-        groupcommit_put_events(r);
-    if (r->store != NULL && store_flush(r->store) < 0)
+    if (gc == NULL)
+        return;
+    groupcommit_stop(gc);
+    if (gc->store != NULL)
+        groupcommit_put_events(gc);
+    if (gc->store != NULL && store_flush(gc->store) < 0)
         log_error(NULL, "state: last flush failed: %s",
-                  store_errmsg(r->store));
-    if (ps->flush_ev != NULL)
-        event_free(ps->flush_ev);
-    if (ps->retry != NULL)
-        event_free(ps->retry);
-    if (ps->ckpt_ev != NULL)
-        event_free(ps->ckpt_ev);
-    if (r->store != NULL)
-        store_on_wal(r->store, 0, NULL, NULL);
-    ps->flush_ev = ps->retry = ps->ckpt_ev = NULL;
+                  store_errmsg(gc->store));
+    if (gc->flush_ev != NULL)
+        event_free(gc->flush_ev);
+    if (gc->retry != NULL)
+        event_free(gc->retry);
+    if (gc->ckpt_ev != NULL)
+        event_free(gc->ckpt_ev);
+    if (gc->store != NULL)
+        store_on_wal(gc->store, 0, NULL, NULL);
+    free(gc);
+}
+
+void
+groupcommit_stats(const struct groupcommit *gc, struct groupcommit_stats *out)
+{
+    out->errors = gc->errors;
+    out->empty_flushes = gc->empty_flushes;
 }
 
 /* The flush is due within `ms`: an earlier one already scheduled
  * stands, a later one is brought forward. */
 static void
-schedule_flush(struct reaper *r, uint64_t ms)
+schedule_flush(struct groupcommit *gc, uint64_t ms)
 {
-    struct persist *ps = &r->ps;
     uint64_t due = loop_now_ms() + ms;
 
-    if (ps->flush_scheduled && ps->flush_at_ms <= due)
+    if (gc->flush_scheduled && gc->flush_at_ms <= due)
         return;
-    ps->flush_scheduled = true;
-    ps->flush_at_ms = due;
-    loop_timer_ms(ps->flush_ev, ms);
+    gc->flush_scheduled = true;
+    gc->flush_at_ms = due;
+    loop_timer_ms(gc->flush_ev, ms);
 }
 
 /*
@@ -139,28 +195,26 @@ schedule_flush(struct reaper *r, uint64_t ms)
  * (STORE_PENDING_MAX).
  */
 static void
-turn_roll(struct reaper *r)
+turn_roll(struct groupcommit *gc)
 {
-    if (loop_new_turn(r->l, &r->ps.turn_tv))
-        r->ps.turn_flush_ns = 0;
+    if (loop_new_turn(gc->l, &gc->turn_tv))
+        gc->turn_flush_ns = 0;
 }
 
 static bool
-flush_budget(struct reaper *r)
+flush_budget(struct groupcommit *gc)
 {
-    struct persist *ps = &r->ps;
-
-    turn_roll(r);
-    return ps->turn_flush_ns < FLUSH_TURN_NS ||
-           store_pending(r->store) > FLUSH_BACKLOG;
+    turn_roll(gc);
+    return gc->turn_flush_ns < FLUSH_TURN_NS ||
+           store_pending(gc->store) > FLUSH_BACKLOG;
 }
 
 /* Nothing waits to be written: no pending change, no events checkpoint
  * to put (groupcommit_put_events). */
 static bool
-nothing_waits(const struct reaper *r)
+nothing_waits(const struct groupcommit *gc)
 {
-    return store_pending(r->store) == 0 && !r->ps.events_due;
+    return store_pending(gc->store) == 0 && !gc->events_due;
 }
 
 /*
@@ -169,44 +223,44 @@ nothing_waits(const struct reaper *r)
  * armed for what it carried, would wake the loop for an empty flush.
  */
 void
-groupcommit_settled(struct reaper *r)
+groupcommit_settled(struct groupcommit *gc)
 {
-    if (r->ps.flush_scheduled && nothing_waits(r)) {
-        evtimer_del(r->ps.flush_ev);
-        r->ps.flush_scheduled = false;
+    if (gc->flush_scheduled && nothing_waits(gc)) {
+        evtimer_del(gc->flush_ev);
+        gc->flush_scheduled = false;
     }
 }
 
 void
-persist_events_checkpoint(struct reaper *r, int64_t nano)
+groupcommit_events_checkpoint(struct groupcommit *gc, int64_t nano)
 {
-    if (r->store == NULL || nano <= 0)
+    if (gc->store == NULL || nano <= 0)
         return;
-    r->ps.events_ckpt = nano;
-    if (nano == r->ps.events_saved || r->ps.events_due)
+    gc->events_ckpt = nano;
+    if (nano == gc->events_saved || gc->events_due)
         return;
-    r->ps.events_due = true;
-    flush_within(r, LAZY_COMMIT_MS);
+    gc->events_due = true;
+    flush_within(gc, LAZY_COMMIT_MS);
 }
 
 /* The events checkpoint into the transaction being written. */
 void
-groupcommit_put_events(struct reaper *r)
+groupcommit_put_events(struct groupcommit *gc)
 {
-    int64_t t = r->ps.events_ckpt;
+    int64_t t = gc->events_ckpt;
     int rc;
 
-    if (!r->ps.events_due)
+    if (!gc->events_due)
         return;
-    r->ps.events_due = false;
-    if (t == r->ps.events_saved)
+    gc->events_due = false;
+    if (t == gc->events_saved)
         return;
-    rc = store_set_checkpoint(r->store, CHECKPOINT_KEY, t);
-    persist_result(r, rc, "saving the events checkpoint");
+    rc = store_set_checkpoint(gc->store, GROUPCOMMIT_EVENTS_KEY, t);
+    groupcommit_result(gc, rc, "saving the events checkpoint");
     /* Not taken (too much waits for a full disk): the next change asks
      * again. */
     if (rc >= 0)
-        r->ps.events_saved = t;
+        gc->events_saved = t;
 }
 
 /*
@@ -217,102 +271,102 @@ groupcommit_put_events(struct reaper *r)
  * its turn first. A failure is retried (groupcommit_retry_later).
  */
 int
-groupcommit_slice(struct reaper *r, const char *id)
+groupcommit_slice(struct groupcommit *gc, const char *id)
 {
     uint64_t t0 = loop_now_ns();
     int rc;
 
-    turn_roll(r);
-    groupcommit_put_events(r);
-    rc = store_flush_some(r->store, id, FLUSH_SLICE_ROWS);
-    r->ps.turn_flush_ns += loop_now_ns() - t0;
-    persist_result(r, rc, "saving container records");
+    turn_roll(gc);
+    groupcommit_put_events(gc);
+    rc = store_flush_some(gc->store, id, FLUSH_SLICE_ROWS);
+    gc->turn_flush_ns += loop_now_ns() - t0;
+    groupcommit_result(gc, rc, "saving container records");
     if (rc < 0)
-        groupcommit_retry_later(r);
-    else if (store_pending(r->store) > 0 && id != NULL)
-        schedule_flush(r, 0);
+        groupcommit_retry_later(gc);
+    else if (store_pending(gc->store) > 0 && id != NULL)
+        schedule_flush(gc, 0);
     else
-        groupcommit_settled(r);
+        groupcommit_settled(gc);
     return rc;
 }
 
 int
-groupcommit_ids(struct reaper *r, const char *const *ids, size_t n)
+groupcommit_ids(struct groupcommit *gc, const char *const *ids, size_t n)
 {
     uint64_t t0 = loop_now_ns();
     int rc;
 
-    turn_roll(r);
-    groupcommit_put_events(r);
-    rc = store_flush_ids(r->store, ids, n, FLUSH_SLICE_ROWS);
-    r->ps.turn_flush_ns += loop_now_ns() - t0;
-    persist_result(r, rc, "saving container records");
+    turn_roll(gc);
+    groupcommit_put_events(gc);
+    rc = store_flush_ids(gc->store, ids, n, FLUSH_SLICE_ROWS);
+    gc->turn_flush_ns += loop_now_ns() - t0;
+    groupcommit_result(gc, rc, "saving container records");
     if (rc < 0)
-        groupcommit_retry_later(r);
-    else if (store_pending(r->store) > 0)
-        schedule_flush(r, 0);
+        groupcommit_retry_later(gc);
+    else if (store_pending(gc->store) > 0)
+        schedule_flush(gc, 0);
     else
-        groupcommit_settled(r);
+        groupcommit_settled(gc);
     return rc;
 }
 
 static void
-flush_within(struct reaper *r, uint64_t ms)
+flush_within(struct groupcommit *gc, uint64_t ms)
 {
-    if (r->store == NULL)
+    if (gc->store == NULL)
         return;
     /* A loop turn that changes thousands of records (a relist at a
      * start) writes them a slice at a time: their copies, held until the
      * flush, would otherwise interleave with the records made meanwhile
      * and leave the heap fragmented for good. */
-    if (store_pending(r->store) >= FLUSH_SLICE_ROWS) {
-        if (!flush_budget(r) || groupcommit_slice(r, NULL) >= 0) {
+    if (store_pending(gc->store) >= FLUSH_SLICE_ROWS) {
+        if (!flush_budget(gc) || groupcommit_slice(gc, NULL) >= 0) {
             /* A slice written, or none due this turn: the rest next. */
-            if (store_pending(r->store) > 0)
-                schedule_flush(r, 0);
+            if (store_pending(gc->store) > 0)
+                schedule_flush(gc, 0);
             return;
         }
     }
-    schedule_flush(r, ms);
+    schedule_flush(gc, ms);
 }
 
 void
-persist_flush_soon(struct reaper *r)
+groupcommit_soon(struct groupcommit *gc)
 {
-    flush_within(r, GROUP_COMMIT_MS);
+    flush_within(gc, GROUP_COMMIT_MS);
 }
 
 void
-persist_flush_lazy(struct reaper *r)
+groupcommit_lazy(struct groupcommit *gc)
 {
-    flush_within(r, LAZY_COMMIT_MS);
+    flush_within(gc, LAZY_COMMIT_MS);
 }
 
 /* Says it loudly once when writes start failing, and once when they work
  * again; a full disk must not also fill the log. */
 void
-persist_result(struct reaper *r, int rc, const char *what)
+groupcommit_result(struct groupcommit *gc, int rc, const char *what)
 {
     if (rc >= 0) {
-        if (r->ps.failing)
+        if (gc->failing)
             log_info(NULL, "state: writes to %s work again",
-                     store_path(r->store));
-        r->ps.failing = false;
+                     store_path(gc->store));
+        gc->failing = false;
         return;
     }
-    r->ps.errors++;
-    if (!r->ps.failing)
+    gc->errors++;
+    if (!gc->failing)
         log_error(NULL,
                   "state: %s failed: %s (%s); nothing already accepted is "
                   "lost, retrying",
-                  what, store_strerror(rc), store_errmsg(r->store));
-    r->ps.failing = true;
+                  what, store_strerror(rc), store_errmsg(gc->store));
+    gc->failing = true;
 }
 
 void
-groupcommit_retry_later(struct reaper *r)
+groupcommit_retry_later(struct groupcommit *gc)
 {
-    loop_timer_ms(r->ps.retry, 1000);
+    loop_timer_ms(gc->retry, 1000);
 }
 
 /* What waits in memory first (the retry hook: it asks again while it
@@ -320,39 +374,39 @@ groupcommit_retry_later(struct reaper *r)
 static void
 on_store_retry(evutil_socket_t fd, short what, void *arg)
 {
-    struct reaper *r = arg;
+    struct groupcommit *gc = arg;
 
     (void)fd;
     (void)what;
-    if (!r->ps.hooks->retry(r))
+    if (!gc->hooks->retry(gc->arg))
         return;
-    if (store_pending(r->store) > 0)
-        persist_flush_soon(r);
+    if (store_pending(gc->store) > 0)
+        groupcommit_soon(gc);
 }
 
 void
-persist_flush_rec(struct rec *c)
+groupcommit_rec(struct groupcommit *gc, const char *id)
 {
-    if (c->r->store != NULL)
-        groupcommit_slice(c->r, c->id);
+    if (gc->store != NULL)
+        groupcommit_slice(gc, id);
 }
 
 void
-persist_flush_now(struct reaper *r)
+groupcommit_now(struct groupcommit *gc)
 {
     int rc;
 
-    if (r->store == NULL)
+    if (gc->store == NULL)
         return;
-    if (r->ps.flush_scheduled) {
-        evtimer_del(r->ps.flush_ev);
-        r->ps.flush_scheduled = false;
+    if (gc->flush_scheduled) {
+        evtimer_del(gc->flush_ev);
+        gc->flush_scheduled = false;
     }
-    groupcommit_put_events(r);
-    rc = store_flush(r->store);
-    persist_result(r, rc, "saving container records");
+    groupcommit_put_events(gc);
+    rc = store_flush(gc->store);
+    groupcommit_result(gc, rc, "saving container records");
     if (rc < 0)
-        groupcommit_retry_later(r);
+        groupcommit_retry_later(gc);
 }
 
 /* From inside a commit (store_on_wal): only schedules. A timer, not
@@ -360,22 +414,22 @@ persist_flush_now(struct reaper *r)
 static void
 on_wal_full(void *arg)
 {
-    struct reaper *r = arg;
+    struct groupcommit *gc = arg;
 
-    if (r->ps.ckpt_scheduled || r->ps.ckpt_ev == NULL)
+    if (gc->ckpt_scheduled || gc->ckpt_ev == NULL)
         return;
-    r->ps.ckpt_scheduled = true;
-    loop_timer_ms(r->ps.ckpt_ev, 0);
+    gc->ckpt_scheduled = true;
+    loop_timer_ms(gc->ckpt_ev, 0);
 }
 
 static void
-checkpoint_result(struct reaper *r, int rc)
+checkpoint_result(struct groupcommit *gc, int rc)
 {
-    persist_result(r, rc, "copying the WAL into the state database");
+    groupcommit_result(gc, rc, "copying the WAL into the state database");
     /* Failed (a full disk): again in a second, and at the next commit. */
     if (rc < 0) {
-        r->ps.ckpt_scheduled = true;
-        loop_timer_ms(r->ps.ckpt_ev, 1000);
+        gc->ckpt_scheduled = true;
+        loop_timer_ms(gc->ckpt_ev, 1000);
     }
 }
 
@@ -384,60 +438,60 @@ checkpoint_result(struct reaper *r, int rc)
 static int
 checkpoint_job(void *arg)
 {
-    struct reaper *r = arg;
+    struct groupcommit *gc = arg;
 
-    return store_checkpoint_bg(r->store);
+    return store_checkpoint_bg(gc->store);
 }
 
 static void
 checkpoint_done(int rc, void *arg)
 {
-    struct reaper *r = arg;
+    struct groupcommit *gc = arg;
 
-    checkpoint_result(r, store_checkpoint_end(r->store, rc));
-    if (store_wal_frames(r->store) >= WAL_MAX_PAGES)
-        checkpoint_result(r, store_wal_restart(r->store));
+    checkpoint_result(gc, store_checkpoint_end(gc->store, rc));
+    if (store_wal_frames(gc->store) >= WAL_MAX_PAGES)
+        checkpoint_result(gc, store_wal_restart(gc->store));
     /* What was committed meanwhile may be past the bound already. */
-    if (store_wal_pages(r->store) >= CHECKPOINT_PAGES)
-        on_wal_full(r);
+    if (store_wal_pages(gc->store) >= CHECKPOINT_PAGES)
+        on_wal_full(gc);
 }
 
 static void
 on_checkpoint(evutil_socket_t fd, short what, void *arg)
 {
-    struct reaper *r = arg;
+    struct groupcommit *gc = arg;
 
     (void)fd;
     (void)what;
-    r->ps.ckpt_scheduled = false;
-    if (r->ps.bio == NULL) {
-        store_checkpoint_begin(r->store);
-        checkpoint_done(store_checkpoint_bg(r->store), r);
+    gc->ckpt_scheduled = false;
+    if (gc->bio == NULL) {
+        store_checkpoint_begin(gc->store);
+        checkpoint_done(store_checkpoint_bg(gc->store), gc);
         return;
     }
-    if (bio_busy(r->ps.bio))
+    if (bio_busy(gc->bio))
         return; /* its end looks at the WAL again */
-    store_checkpoint_begin(r->store);
-    bio_run(r->ps.bio, checkpoint_job, checkpoint_done, r);
+    store_checkpoint_begin(gc->store);
+    bio_run(gc->bio, checkpoint_job, checkpoint_done, gc);
 }
 
 /* The group commit's timer. */
 static void
 on_flush(evutil_socket_t fd, short what, void *arg)
 {
-    struct reaper *r = arg;
+    struct groupcommit *gc = arg;
 
     (void)fd;
     (void)what;
-    r->ps.flush_scheduled = false;
-    if (nothing_waits(r))
-        r->ps.empty_flushes++;
+    gc->flush_scheduled = false;
+    if (nothing_waits(gc))
+        gc->empty_flushes++;
     /* At least one slice (the group commit is due), more within the
      * turn's budget. */
     do {
-        if (groupcommit_slice(r, NULL) < 0)
+        if (groupcommit_slice(gc, NULL) < 0)
             return;
-    } while (store_pending(r->store) > 0 && flush_budget(r));
-    if (store_pending(r->store) > 0)
-        schedule_flush(r, 0);
+    } while (store_pending(gc->store) > 0 && flush_budget(gc));
+    if (store_pending(gc->store) > 0)
+        schedule_flush(gc, 0);
 }

@@ -38,23 +38,31 @@ report_released(struct rec *c)
         persist_rec(c); /* the step that reported, held till now */
 }
 
+/* The group commit's retry hook: the reports waiting in memory. */
+static bool
+retry_unsaved(void *arg)
+{
+    return reportwrite_retry(arg);
+}
+
 int
 persist_init(struct reaper *r, const struct persist_cbs *up)
 {
     static const struct groupcommit_hooks hooks = {
-        .retry = reportwrite_retry,
+        .retry = retry_unsaved,
     };
     struct persist *ps = &r->ps;
     struct event_base *base = loop_base(r->l);
-    int rc;
 
     ps->cb = up;
     if (reportwrite_init(r, report_released) != 0)
         return -1;
-    rc = groupcommit_init(r, &hooks);
+    ps->gc = groupcommit_new(r->l, r->store, &hooks, r);
     ps->prune_timer = evtimer_new(base, on_prune, r);
     ps->delq_ev = event_new(base, -1, 0, on_delq, r);
-    return rc == 0 && ps->prune_timer != NULL && ps->delq_ev != NULL ? 0 : -1;
+    return ps->gc != NULL && ps->prune_timer != NULL && ps->delq_ev != NULL
+               ? 0
+               : -1;
 }
 
 void
@@ -65,9 +73,10 @@ persist_cleanup(struct reaper *r)
     /* The copy in flight ends first: the reports queued are committed on
      * the loop, then the last flush; what the store did not take is said
      * last. */
-    groupcommit_stop(r);
+    groupcommit_stop(ps->gc);
     reportwrite_cleanup(r);
-    groupcommit_cleanup(r);
+    groupcommit_free(ps->gc);
+    ps->gc = NULL;
     reportwrite_drop_unsaved(r);
     if (ps->prune_timer != NULL)
         event_free(ps->prune_timer);
@@ -87,7 +96,7 @@ persist_start(struct reaper *r)
 
     if (reportwrite_start(r) != 0)
         return -1;
-    groupcommit_start(r);
+    groupcommit_start(r->ps.gc);
     evtimer_add(r->ps.prune_timer, &soon);
     return 0;
 }
@@ -113,7 +122,7 @@ on_prune(evutil_socket_t fd, short what, void *arg)
                          ? cfg->retention_delivered_max_count
                          : -1,
                      &n);
-    persist_result(r, rc, "pruning delivered reports");
+    groupcommit_result(r->ps.gc, rc, "pruning delivered reports");
     if (n > 0) {
         r->ps.pruned += n;
         log_info(NULL, "state: pruned %llu delivered reports",
@@ -267,10 +276,11 @@ rec_write(struct rec *c, bool must)
     if (running && !c->lc.ran) {
         /* Created, never started: if it goes unseen, nothing ran. */
         if (c->persisted) {
-            persist_result(r, store_delete_container(r->store, c->id),
-                           "saving container records");
+            groupcommit_result(r->ps.gc,
+                               store_delete_container(r->store, c->id),
+                               "saving container records");
             c->persisted = c->persisted_running = false;
-            persist_flush_soon(r);
+            groupcommit_soon(r->ps.gc);
         }
         return;
     }
@@ -288,7 +298,7 @@ rec_write(struct rec *c, bool must)
     }
     lazy = running && (!c->persisted || facts == c->facts);
     rc = store_put_container(r->store, c->id, json, len, report_now_ms());
-    persist_result(r, rc, "saving container records");
+    groupcommit_result(r->ps.gc, rc, "saving container records");
     free(json);
     if (rc >= 0) {
         c->persisted = true;
@@ -296,9 +306,9 @@ rec_write(struct rec *c, bool must)
         c->facts = facts;
     }
     if (lazy)
-        persist_flush_lazy(r);
+        groupcommit_lazy(r->ps.gc);
     else
-        persist_flush_soon(r);
+        groupcommit_soon(r->ps.gc);
 }
 
 void
@@ -309,7 +319,7 @@ persist_rec(struct rec *c)
 
 /* The DELETEs queued: their records in one commit per
  * PERSIST_DELETE_BATCH, then each is sent, or held when that failed
- * (logged once by persist_result). */
+ * (logged once by groupcommit_result). */
 static void
 flush_delq(struct reaper *r)
 {
@@ -330,7 +340,7 @@ flush_delq(struct reaper *r)
         }
         ps->ndelq -= n;
         memmove(ps->delq, ps->delq + n, ps->ndelq * sizeof(ps->delq[0]));
-        rc = groupcommit_ids(r, ids, n);
+        rc = groupcommit_ids(ps->gc, ids, n);
         for (i = 0; i < n; i++) {
             if (rc < 0) {
                 r->st.deletes_held++;
@@ -392,7 +402,7 @@ persist_before_delete(struct rec *c)
             flush_delq(r);
         return PERSIST_QUEUED;
     }
-    rc = groupcommit_slice(r, c->id);
+    rc = groupcommit_slice(ps->gc, c->id);
     if (rc < 0) {
         r->st.deletes_held++;
         log_debug(c->id, "DELETE held: its record cannot be written yet");
@@ -433,8 +443,9 @@ persist_forget(struct rec *c)
         return;
     }
     if (c->persisted && c->r->store != NULL) {
-        persist_result(c->r, store_delete_container(c->r->store, c->id),
-                       "saving container records");
-        persist_flush_lazy(c->r);
+        groupcommit_result(c->r->ps.gc,
+                           store_delete_container(c->r->store, c->id),
+                           "saving container records");
+        groupcommit_lazy(c->r->ps.gc);
     }
 }

@@ -25,9 +25,10 @@
  * Below the driver (reaper.c): it calls down; what goes back up (a held
  * DELETE may go, a record may be forgotten) goes through the callbacks
  * given at persist_init. `struct persist` and `struct report_queue` are
- * embedded in struct reaper (reaper_int.h). Without a store (r->store
- * NULL, as in unit tests) records are not written; reports are still
- * made and handed on.
+ * embedded in struct reaper (reaper_int.h); the group commit is an
+ * object of its own (struct groupcommit, r->ps.gc), which knows nothing
+ * of struct reaper. Without a store (r->store NULL, as in unit tests)
+ * records are not written; reports are still made and handed on.
  */
 #ifndef REAPD_PERSIST_H
 #define REAPD_PERSIST_H
@@ -62,27 +63,9 @@ struct persist_cbs {
 struct persist {
     const struct persist_cbs *cb;
 
-    /* The group commit and the WAL's copy (groupcommit.c). */
-    const struct groupcommit_hooks *hooks;
-    struct event *flush_ev;
-    bool flush_scheduled;
-    uint64_t flush_at_ms; /* loop time the scheduled flush is due */
-    bool failing;         /* the last write failed; said once */
-    struct event *retry;
-    struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
-    bool ckpt_scheduled;
-    struct bio *bio;        /* where the checkpoint runs (NULL: on the loop) */
-    struct timeval turn_tv; /* the loop turn turn_flush_ns is of */
-    uint64_t turn_flush_ns; /* spent writing records in it */
-    uint64_t errors;        /* failed writes */
-    /* The group commit's timer finding nothing to write: a wakeup for
-     * nothing, which groupcommit_settled exists to spare (a test counts
-     * it). */
-    uint64_t empty_flushes;
-    /* The events checkpoint the reaper last handed down, the one in the
-     * store, and whether the next flush writes it. */
-    int64_t events_ckpt, events_saved;
-    bool events_due;
+    /* The group commit and the WAL's copy (groupcommit.c): made by
+     * persist_init, freed by persist_cleanup. */
+    struct groupcommit *gc;
 
     /* Reports (reportwrite.c). */
     struct unsaved *unsaved, *unsaved_tail; /* reports not yet stored */

@@ -523,7 +523,7 @@ on_ctrd_obs(struct rec *c, const struct lc_obs *o)
     /* Perhaps the only true code the node will have, and containerd never
      * says it again: on disk before anything else happens (and before the
      * log says it was seen). */
-    persist_flush_rec(c);
+    groupcommit_rec(c->r->ps.gc, c->id);
     log_debug(c->id, "containerd: TaskExit, status %u",
               (unsigned)o->exit_code);
 }
@@ -774,7 +774,7 @@ save_checkpoint(struct reaper *r)
         return;
     if (r->holds != NULL && r->holds->hold_nano - 1 < t)
         t = r->holds->hold_nano - 1;
-    persist_events_checkpoint(r, t);
+    groupcommit_events_checkpoint(r->ps.gc, t);
 }
 
 /* c, discovering, holds an event of time `nano` in memory. */
@@ -1050,11 +1050,11 @@ on_subscribed(void *arg)
                        "exited now exited without a die event");
         r->outage_relist = docker_watch_after_outage(r->d);
         if (r->store != NULL) {
-            persist_result(r, outage_save_end(r->store, &ended),
-                           "saving the events checkpoint");
+            groupcommit_result(r->ps.gc, outage_save_end(r->store, &ended),
+                               "saving the events checkpoint");
             /* Rare, and a reapd killed before the group commit would
              * take a span that has ended for one still open. */
-            persist_flush_now(r);
+            groupcommit_now(r->ps.gc);
         }
     }
     /* The engine answers now: records of the last run pick up where they
@@ -1092,9 +1092,9 @@ on_lost(const char *why, uint64_t retry_ms, void *arg)
     if (outage_lost(&r->outage, report_now_ms(),
                     docker_watch_unreachable(r->d)) &&
         r->store != NULL) {
-        persist_result(r, outage_save_begin(r->store, &r->outage),
-                       "saving the events checkpoint");
-        persist_flush_now(r);
+        groupcommit_result(r->ps.gc, outage_save_begin(r->store, &r->outage),
+                           "saving the events checkpoint");
+        groupcommit_now(r->ps.gc);
     }
     log_warn(NULL, "%s; reconnecting in %llu ms", why,
              (unsigned long long)retry_ms);
@@ -1200,6 +1200,7 @@ void
 reaper_set_store(struct reaper *r, struct store *st)
 {
     r->store = st;
+    groupcommit_set_store(r->ps.gc, st);
 }
 
 /* ---- records of the last run ----------------------------------------- */
@@ -1268,7 +1269,7 @@ load_records(struct reaper *r)
         log_info(NULL, "state: %zu container records from the last run",
                  all.n);
     store_containers_free(&all);
-    persist_flush_soon(r);
+    groupcommit_soon(r->ps.gc);
     return 0;
 }
 
@@ -1331,7 +1332,8 @@ reaper_start(struct reaper *r)
         /* Resume the stream where the last run stopped reading; the
          * relist after subscribing covers what the engine no longer
          * buffers. */
-        if (store_get_checkpoint(r->store, CHECKPOINT_KEY, &since) != STORE_OK)
+        if (store_get_checkpoint(r->store, GROUPCOMMIT_EVENTS_KEY, &since) !=
+            STORE_OK)
             since = 0;
         /* The last run ended while the engine was down, or soon after. */
         outage_load(&r->outage, r->store);
@@ -1358,6 +1360,7 @@ void
 reaper_stats(const struct reaper *r, struct reaper_stats *out)
 {
     const struct docker_engine_info *eng = docker_engine(r->d);
+    struct groupcommit_stats gs;
     struct ctable_iter it;
     struct rec *c;
 
@@ -1377,10 +1380,11 @@ reaper_stats(const struct reaper *r, struct reaper_stats *out)
             out->by_state[c->lc.state]++;
         }
     }
-    out->store_errors = r->ps.errors;
+    groupcommit_stats(r->ps.gc, &gs);
+    out->store_errors = gs.errors;
     out->reports_unsaved = r->ps.nunsaved;
     out->duplicates = r->ps.duplicates;
-    out->empty_flushes = r->ps.empty_flushes;
+    out->empty_flushes = gs.empty_flushes;
     out->pruned = r->ps.pruned;
     out->reports_log_rotations = r->ps.rotations;
     out->docker_reconnects = docker_watch_reconnects(r->d);

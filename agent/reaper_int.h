@@ -2,10 +2,11 @@
  * reaper_int — the reaper's private parts, shared by the files that make
  * it up: the driver (reaper.c), and below it the record table
  * (ctable.c), the removal slots (slots.c), the containerd channel
- * (taskwatch.c) and the durable layer (persist.c and the modules it is
- * made of), which call back up only through the callbacks the driver
- * gives them. Nothing else includes this header; the reaper's interface
- * is reaper.h.
+ * (taskwatch.c) and the durable layer (persist.c, reportwrite.c), which
+ * call back up only through the callbacks the driver gives them. Nothing
+ * else includes this header; the reaper's interface is reaper.h. The
+ * group commit (groupcommit.h), below them all, is an object of its own
+ * that struct persist points to (r->ps.gc).
  *
  * One owner, several files: `struct reaper` holds a sub-struct for each
  * part that has state of its own, each with its own init and cleanup.
@@ -29,13 +30,9 @@
 
 struct policy_label;
 
-#define MAX_PENDING    8
-#define CHECKPOINT_KEY "docker.events.time_nano"
+#define MAX_PENDING 8
 /* Bytes of reports.jsonl whose reports the store holds (see report.h). */
 #define JOURNAL_KEY "reports.jsonl.end"
-/* Pending record changes written at once rather than at the loop turn's
- * end (persist_flush_soon). */
-#define FLUSH_SLICE_ROWS 32
 /* A relist logs this many "tracking" lines at info, the rest at debug
  * (each line is a write to stderr, 100,000 at a start with 100,000
  * containers), and says how many there were. */

@@ -73,7 +73,7 @@ persist_store_report(struct reaper *r, const char *id, const char *cid,
                    "report %s was already made before a restart", id);
         return 0;
     }
-    persist_result(r, rc, "storing a report");
+    groupcommit_result(r->ps.gc, rc, "storing a report");
     return rc < 0 ? -1 : 0;
 }
 
@@ -85,15 +85,15 @@ persist_store_reports(struct reaper *r, struct store_new_report *v, size_t n)
 
     /* The events checkpoint rides along, as with any flush: the group
      * commit's timer may not be left to write it (groupcommit_settled). */
-    groupcommit_put_events(r);
+    groupcommit_put_events(r->ps.gc);
     if (r->cfg->upstream_url == NULL)
         rc = store_add_reports(r->store, v, n, report_now_ms(), true);
     else
         rc = store_add_reports(r->store, v, n, report_now_ms(), false);
-    persist_result(r, rc, "storing reports");
+    groupcommit_result(r->ps.gc, rc, "storing reports");
     if (rc < 0)
         return -1;
-    groupcommit_settled(r);
+    groupcommit_settled(r->ps.gc);
     for (i = 0; i < n; i++) {
         if (v[i].result == STORE_DUPLICATE) {
             r->ps.duplicates++;
@@ -103,7 +103,7 @@ persist_store_reports(struct reaper *r, struct store_new_report *v, size_t n)
                        v[i].report_id);
             v[i].result = STORE_OK;
         } else if (v[i].result < 0) {
-            persist_result(r, v[i].result, "storing a report");
+            groupcommit_result(r->ps.gc, v[i].result, "storing a report");
         }
     }
     return 0;
@@ -129,7 +129,7 @@ journal_catch_up(struct reaper *r)
     rc = store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl));
     if (rc >= 0)
         rc = store_flush_synced(r->store);
-    persist_result(r, rc, "saving the reports.jsonl checkpoint");
+    groupcommit_result(r->ps.gc, rc, "saving the reports.jsonl checkpoint");
     if (rc < 0)
         return false;
     r->ps.journal_behind = false;
@@ -196,7 +196,8 @@ rotate_journal(struct reaper *r)
     if (!rotation_due(r))
         return;
     rc = store_flush_synced(r->store);
-    persist_result(r, rc, "saving the state before rotating reports.jsonl");
+    groupcommit_result(r->ps.gc, rc,
+                       "saving the state before rotating reports.jsonl");
     if (rc < 0)
         return; /* tried again after the next report */
     if (report_log_rotate(r->rl, keep) != 0) {
@@ -246,11 +247,11 @@ persist_journal_stored(struct reaper *r)
     /* Unless the reports' own transaction wrote it already; a rotation
      * wants it in its synced commit all the same (rotate_journal, 1). */
     if (report_log_end(r->rl) != r->ps.journal_saved || rotation_due(r)) {
-        persist_result(
-            r,
+        groupcommit_result(
+            r->ps.gc,
             store_set_checkpoint(r->store, JOURNAL_KEY, report_log_end(r->rl)),
             "saving the reports.jsonl checkpoint");
-        persist_flush_lazy(r);
+        groupcommit_lazy(r->ps.gc);
     }
     rotate_journal(r);
 }
@@ -278,7 +279,7 @@ on_journal_line(const char *line, size_t len, void *arg)
     rc = store_add(r, id, cid, line, len);
     if (rc == STORE_DUPLICATE)
         return; /* the usual case: the checkpoint lagged a little */
-    persist_result(r, rc, "storing a recovered report");
+    groupcommit_result(r->ps.gc, rc, "storing a recovered report");
     if (rc < 0) {
         persist_keep_unsaved(r, id, cid, line, len, false);
         return;
@@ -367,7 +368,7 @@ persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
         r->ps.unsaved = u;
     r->ps.unsaved_tail = u;
     r->ps.nunsaved++;
-    groupcommit_retry_later(r);
+    groupcommit_retry_later(r->ps.gc);
 }
 
 bool
@@ -383,15 +384,15 @@ reportwrite_retry(struct reaper *r)
                                   u->len);
         store_set_journaled(r->store, r->rl != NULL);
         if (rc != 0) {
-            groupcommit_retry_later(r);
+            groupcommit_retry_later(r->ps.gc);
             return false;
         }
         /* The record kept for it can go, unless the container is tracked
          * again (a kept one that ran anew). */
         if (u->only_copy && ctable_find(&r->tab, u->container_id) == NULL) {
-            persist_result(r,
-                           store_delete_container(r->store, u->container_id),
-                           "saving container records");
+            groupcommit_result(
+                r->ps.gc, store_delete_container(r->store, u->container_id),
+                "saving container records");
         }
         r->ps.unsaved = u->next;
         if (r->ps.unsaved == NULL)
