@@ -247,9 +247,6 @@ static void
 rec_write(struct rec *c, bool must)
 {
     struct reaper *r = c->r;
-    struct record_meta m;
-    char *json;
-    size_t len;
     bool running, lazy;
     uint64_t facts;
     int rc;
@@ -290,16 +287,11 @@ rec_write(struct rec *c, bool must)
     if (!must && c->persisted && !running && facts == c->facts &&
         resumable(c->lc.state))
         return;
-    fill_meta(c, &m);
-    json = record_to_json(&c->lc, &m, &len);
-    if (json == NULL) {
-        log_error(c->id, "out of memory saving its record");
-        return;
-    }
     lazy = running && (!c->persisted || facts == c->facts);
-    rc = store_put_container(r->store, c->id, json, len, report_now_ms());
+    /* Made into JSON when its commit comes (record_source): a record
+     * that changes again meanwhile is serialised once. */
+    rc = store_mark_container(r->store, c->id, report_now_ms());
     groupcommit_result(r->ps.gc, rc, "saving container records");
-    free(json);
     if (rc >= 0) {
         c->persisted = true;
         c->persisted_running = running;
@@ -315,6 +307,49 @@ void
 persist_rec(struct rec *c)
 {
     rec_write(c, false);
+}
+
+/* The store's source of the records rec_write marked, read when their
+ * commit comes: the record as it is then. Nothing while its report waits
+ * (rec_write: the step that reported must not be on disk ahead of it):
+ * the stored record stays as it was, and the report's transaction ends
+ * it. */
+static int
+record_source(const char *id, char **json, size_t *len, void *arg)
+{
+    struct reaper *r = arg;
+    struct rec *c = ctable_find(&r->tab, id);
+    struct record_meta m;
+
+    if (c == NULL || !c->persisted || c->report_due)
+        return STORE_NOT_FOUND;
+    fill_meta(c, &m);
+    *json = record_to_json(&c->lc, &m, len);
+    if (*json == NULL) {
+        log_error(c->id, "out of memory saving its record");
+        return STORE_NOMEM;
+    }
+    return STORE_OK;
+}
+
+void
+persist_set_store(struct reaper *r, struct store *st)
+{
+    if (r->store != NULL && r->store != st)
+        store_set_record_source(r->store, NULL, NULL);
+    r->store = st;
+    groupcommit_set_store(r->ps.gc, st);
+    if (st != NULL)
+        store_set_record_source(st, record_source, r);
+}
+
+void
+persist_records_fill(struct reaper *r)
+{
+    if (r->store != NULL)
+        groupcommit_result(r->ps.gc,
+                           store_set_record_source(r->store, NULL, NULL),
+                           "saving container records");
 }
 
 /* The DELETEs queued: their records in one commit per
@@ -436,8 +471,10 @@ persist_forget(struct rec *c)
     delq_drop(c);
     if (c->report_only_in_memory && c->persisted) {
         /* Its report waits in memory for the store (the disk full), in
-         * no file: killed now, reapd would lose it. The record stays, so
-         * that the next start makes the report again (same id). */
+         * no file: killed now, reapd would lose it. The record stays as
+         * last committed (at least its DELETE's, a state a start resumes
+         * from), so that the next start makes the report again (same
+         * id); a change marked since goes with the record in memory. */
         log_warn(c->id, "its report is only in memory (the state's disk "
                         "full): its record stays until the report is stored");
         return;

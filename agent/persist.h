@@ -119,5 +119,11 @@ enum persist_delete { PERSIST_NOW, PERSIST_QUEUED, PERSIST_HELD };
 enum persist_delete persist_before_delete(struct rec *c);
 /* Drops c's stored record (c is being forgotten). */
 void persist_forget(struct rec *c);
+/* The store to write to (NULL: none); the records rec_write marks are
+ * read from the reaper's table when their commit comes. */
+void persist_set_store(struct reaper *r, struct store *st);
+/* The records are about to go (reaper_free): the marked ones are made
+ * into JSON now, for the last flush. */
+void persist_records_fill(struct reaper *r);
 
 #endif

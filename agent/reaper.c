@@ -1163,6 +1163,7 @@ reaper_free(struct reaper *r)
     /* The checkpoint handed down stands: the holds let go now move it no
      * more, and the last flush writes it. */
     r->stopping = true;
+    persist_records_fill(r);
     /* Stopping is not forgetting: the records stay in the store. */
     for (c = ctable_first(&r->tab, &it); c != NULL;
          c = ctable_next(&r->tab, &it)) {
@@ -1199,8 +1200,7 @@ reaper_set_containerd(struct reaper *r, struct ctrd *c)
 void
 reaper_set_store(struct reaper *r, struct store *st)
 {
-    r->store = st;
-    groupcommit_set_store(r->ps.gc, st);
+    persist_set_store(r, st);
 }
 
 /* ---- records of the last run ----------------------------------------- */

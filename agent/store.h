@@ -440,6 +440,30 @@ int store_put_container(struct store *st, const char *id, const char *json,
 /* Forgets the record of container `id` (none is fine). By store_flush. */
 int store_delete_container(struct store *st, const char *id);
 
+/*
+ * Where a record marked with store_mark_container is read when a flush
+ * writes it: *json (malloc'd, `*len` bytes, no NUL inside; the store
+ * frees it) and STORE_OK; STORE_NOT_FOUND when there is nothing to write
+ * any more (the mark is dropped, the stored record stays as it is); any
+ * other error fails the flush, which is retried. Called only from the
+ * store's own functions below, never re-entering the store.
+ */
+typedef int (*store_record_source_cb)(const char *id, char **json, size_t *len,
+                                      void *arg);
+/* The source (NULL: none). The marked records are read from the one it
+ * replaces first, so that an owner going away leaves none to it: the
+ * result of that (STORE_OK, or the first error: the marks it could not
+ * read are dropped). */
+int store_set_record_source(struct store *st, store_record_source_cb cb,
+                            void *arg);
+/* Container `id`'s record changed: the flush that writes it reads it
+ * from the source then (a record that changes several times before a
+ * commit is made into JSON once), replacing any earlier put. */
+int store_mark_container(struct store *st, const char *id, int64_t now_ms);
+/* The marked record of `id` (NULL: every one) read from the source now,
+ * and kept as if put: for an owner about to go before the next flush. */
+int store_fill_marked(struct store *st, const char *id);
+
 struct store_container {
     char id[STORE_ID_MAX + 1];
     char *json; /* NUL-terminated */

@@ -104,6 +104,8 @@ struct store {
     void *on_wal_arg;
     store_report_cb on_report;
     void *on_report_arg;
+    store_record_source_cb record_src; /* store_mark_container's */
+    void *record_src_arg;
 
     /* Pending changes (store_records.c): open addressing, linear probing,
      * never more than half full; entries leave all at once (pend_clear) or

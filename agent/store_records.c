@@ -207,7 +207,118 @@ store_put_container(struct store *st, const char *id, const char *json,
     p->json = copy;
     p->len = len;
     p->del = false;
+    p->marked = false;
     p->value = now_ms;
+    return STORE_OK;
+}
+
+int
+store_set_record_source(struct store *st, store_record_source_cb cb, void *arg)
+{
+    int result = STORE_OK;
+    size_t i;
+
+    if (st->record_src != NULL)
+        result = store_fill_marked(st, NULL);
+    /* What could not be read goes: no source is left to read it. */
+    for (i = 0; i < st->pend_cap;) {
+        if (st->pend[i].key != NULL && st->pend[i].marked)
+            pend_remove(st, &st->pend[i]);
+        else
+            i++;
+    }
+    st->record_src = cb;
+    st->record_src_arg = arg;
+    return result;
+}
+
+int
+store_mark_container(struct store *st, const char *id, int64_t now_ms)
+{
+    struct pend *p;
+    int result;
+
+    if (!sdb_valid_id(id, STORE_ID_MAX) || st->record_src == NULL)
+        return sdb_invalid(st, "mark container");
+    result = pend_get(st, P_CONTAINER, id, 0, &p);
+    if (result != STORE_OK)
+        return result;
+    st->pend_bytes -= p->len;
+    free(p->json);
+    p->json = NULL;
+    p->len = 0;
+    p->del = false;
+    p->marked = true;
+    p->value = now_ms;
+    return STORE_OK;
+}
+
+/* The JSON of marked entry `p`, from the source: STORE_OK (*json is the
+ * caller's), STORE_NOT_FOUND (nothing to write), or an error. */
+static int
+source_read(struct store *st, const struct pend *p, char **json, size_t *len)
+{
+    int result = st->record_src(p->key, json, len, st->record_src_arg);
+
+    if (result == STORE_NOT_FOUND)
+        return result;
+    if (result != STORE_OK) {
+        snprintf(st->errmsg, sizeof(st->errmsg), "record %.64s: not made (%d)",
+                 p->key, result);
+        return result < 0 ? result : STORE_ERROR;
+    }
+    if (!sdb_valid_body(*json, *len, STORE_RECORD_MAX)) {
+        free(*json);
+        *json = NULL;
+        return sdb_invalid(st, "record source");
+    }
+    return STORE_OK;
+}
+
+/* Marked entry `p` read now and kept as a put, or dropped (nothing to
+ * write); the entries after it may move when it is dropped. */
+static int
+fill_one(struct store *st, struct pend *p)
+{
+    char *json;
+    size_t len;
+    int result = source_read(st, p, &json, &len);
+
+    if (result == STORE_NOT_FOUND) {
+        pend_remove(st, p);
+        return STORE_OK;
+    }
+    if (result != STORE_OK)
+        return result;
+    p->json = json;
+    p->len = len;
+    p->marked = false;
+    st->pend_bytes += len;
+    return STORE_OK;
+}
+
+int
+store_fill_marked(struct store *st, const char *id)
+{
+    struct pend *p;
+    size_t i;
+    int result;
+
+    if (id != NULL) {
+        p = pend_find(st, P_CONTAINER, id);
+        return p != NULL && p->marked ? fill_one(st, p) : STORE_OK;
+    }
+    /* A drop shifts later entries back into slot i: look at it again. */
+    for (i = 0; i < st->pend_cap;) {
+        p = &st->pend[i];
+        if (p->key == NULL || !p->marked) {
+            i++;
+            continue;
+        }
+        result = fill_one(st, p);
+        if (result != STORE_OK)
+            return result;
+    }
     return STORE_OK;
 }
 
@@ -227,6 +338,7 @@ store_delete_container(struct store *st, const char *id)
     p->json = NULL;
     p->len = 0;
     p->del = true;
+    p->marked = false;
     return STORE_OK;
 }
 
@@ -281,6 +393,45 @@ out:
 /* ---- flushes ---------------------------------------------------------- */
 
 static int
+put_row(struct store *st, const char *id, const char *json, size_t len,
+        int64_t updated_ms)
+{
+    static const char what[] = "flush";
+    sqlite3_stmt *s = st->stmt[S_CTR_PUT];
+    int result;
+
+    st->record_writes_tx++;
+    result = sdb_bind_text(st, s, 1, id, strlen(id), what);
+    if (result == STORE_OK)
+        result = sdb_bind_text(st, s, 2, json, len, what);
+    if (result == STORE_OK)
+        result = sdb_bind_int(st, s, 3, updated_ms, what);
+    if (result != STORE_OK) {
+        sdb_done(s);
+        return result;
+    }
+    return sdb_run(st, S_CTR_PUT, what);
+}
+
+/* A marked record, read from the source as it is now; nothing is written
+ * when the source has nothing (the entry still leaves with the commit). */
+static int
+flush_marked(struct store *st, const struct pend *p)
+{
+    char *json;
+    size_t len;
+    int result = source_read(st, p, &json, &len);
+
+    if (result == STORE_NOT_FOUND)
+        return STORE_OK;
+    if (result != STORE_OK)
+        return result;
+    result = put_row(st, p->key, json, len, p->value);
+    free(json);
+    return result;
+}
+
+static int
 flush_one(struct store *st, const struct pend *p)
 {
     static const char what[] = "flush";
@@ -298,27 +449,18 @@ flush_one(struct store *st, const struct pend *p)
         }
         return sdb_run(st, S_CKPT_SET, what);
     }
+    if (p->marked)
+        return flush_marked(st, p);
+    if (!p->del)
+        return put_row(st, p->key, p->json, p->len, p->value);
     st->record_writes_tx++;
-    if (p->del) {
-        s = st->stmt[S_CTR_DELETE];
-        result = sdb_bind_text(st, s, 1, p->key, strlen(p->key), what);
-        if (result != STORE_OK) {
-            sdb_done(s);
-            return result;
-        }
-        return sdb_run(st, S_CTR_DELETE, what);
-    }
-    s = st->stmt[S_CTR_PUT];
+    s = st->stmt[S_CTR_DELETE];
     result = sdb_bind_text(st, s, 1, p->key, strlen(p->key), what);
-    if (result == STORE_OK)
-        result = sdb_bind_text(st, s, 2, p->json, p->len, what);
-    if (result == STORE_OK)
-        result = sdb_bind_int(st, s, 3, p->value, what);
     if (result != STORE_OK) {
         sdb_done(s);
         return result;
     }
-    return sdb_run(st, S_CTR_PUT, what);
+    return sdb_run(st, S_CTR_DELETE, what);
 }
 
 static int
@@ -524,6 +666,9 @@ store_get_containers(struct store *st, struct store_containers *out)
 
     out->v = NULL;
     out->n = 0;
+    result = store_fill_marked(st, NULL);
+    if (result != STORE_OK)
+        goto out;
     for (;;) {
         rc = sqlite3_step(s);
         if (rc == SQLITE_DONE)

@@ -27,6 +27,9 @@ struct pend {
     /* P_CONTAINER: its report's transaction deletes the record
      * (store_add_reports, `forget`): not written by it. */
     bool forgotten;
+    /* P_CONTAINER put whose JSON the record source gives when it is
+     * written (store_mark_container); json is NULL meanwhile. */
+    bool marked;
     char *json; /* P_CONTAINER put: the record */
     size_t len;
     int64_t value; /* P_CHECKPOINT: the value; P_CONTAINER: updated_ms */

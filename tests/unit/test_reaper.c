@@ -859,6 +859,40 @@ has_record(struct store *st, const char *id)
     return found;
 }
 
+/* A record's change marked for the next commit and not yet written when
+ * reapd stops goes to disk with the last flush: the records are made into
+ * JSON before they go from memory. */
+static void
+t_stop_writes_marked_change(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct store_containers all = {0};
+    const char *json = NULL;
+    size_t i;
+
+    (void)state;
+    fake_engine_add(h->fe, A, "stop-now", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(h->l, has_record(st, A), 5000);
+    TU_RUN_UNTIL(h->l, store_pending(st) == 0, 5000);
+    fake_engine_delay(h->fe, FAKE_INSPECT, 600000, NULL);
+    fake_engine_exit(h->fe, A, 5, 5);
+    /* The die is in: its change is marked, its commit a few ms away. */
+    TU_RUN_UNTIL(h->l, store_pending(st) > 0, 5000);
+    h_stop(h);
+    assert_int_equal(store_pending(st), 0);
+    assert_int_equal(store_get_containers(st, &all), STORE_OK);
+    for (i = 0; i < all.n; i++)
+        if (strcmp(all.v[i].id, A) == 0)
+            json = all.v[i].json;
+    assert_non_null(json);
+    assert_non_null(strstr(json, "\"die_seen\":true"));
+    assert_non_null(strstr(json, "\"die_code\":5"));
+    store_containers_free(&all);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* A managed container seen running is remembered across a kill: if it
  * exits and is removed (`docker run --rm`) while reapd is down and the
  * engine's events are lost with it (an engine restart), the next run
@@ -2363,6 +2397,7 @@ main(void)
         cmocka_unit_test(t_journal_recovery),
         cmocka_unit_test(t_replayed_die_already_reported),
         cmocka_unit_test(t_running_container_survives_kill),
+        cmocka_unit_test(t_stop_writes_marked_change),
         cmocka_unit_test(t_relist_waits_for_replay),
         cmocka_unit_test(t_replay_refused_resumes),
         cmocka_unit_test(t_checkpoint_held_while_discovering),

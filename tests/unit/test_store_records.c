@@ -11,6 +11,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sqlite3.h>
@@ -331,6 +332,216 @@ t_record_writes_counted(void **state)
     assert_int_equal(store_record_writes(f->st), w0 + 3);
 }
 
+/* A source for store_mark_container: every record reads {"v":N}, N the
+ * version at the time of the read; counts the reads. */
+struct src {
+    int version;
+    int reads;
+    int answer; /* what it says: STORE_OK, STORE_NOT_FOUND or an error */
+    bool nul;   /* answers JSON with a NUL inside */
+};
+
+static int
+src_read(const char *id, char **json, size_t *len, void *arg)
+{
+    struct src *s = arg;
+    char buf[64];
+
+    assert_non_null(id);
+    s->reads++;
+    if (s->answer != STORE_OK)
+        return s->answer;
+    if (s->nul) {
+        *json = malloc(3);
+        assert_non_null(*json);
+        memcpy(*json, "{\0}", 3);
+        *len = 3;
+        return STORE_OK;
+    }
+    *len = (size_t)snprintf(buf, sizeof(buf), "{\"v\":%d}", s->version);
+    *json = strdup(buf);
+    assert_non_null(*json);
+    return STORE_OK;
+}
+
+static void
+row_of(struct sfx *f, const char *id, char *buf, size_t len)
+{
+    char sql[160];
+
+    snprintf(sql, sizeof(sql),
+             "SELECT coalesce((SELECT record FROM containers"
+             " WHERE id = '%s'), '(none)')",
+             id);
+    sfx_raw_text(f->dir, sql, buf, len);
+}
+
+/* A marked record is made into JSON once, when its commit comes, as it is
+ * then; the latest change of a key wins whichever kind it is. */
+static void
+t_marked_read_once_at_commit(void **state)
+{
+    struct sfx *f = *state;
+    struct src s = {.version = 1};
+    char buf[512];
+    uint64_t w0 = store_record_writes(f->st);
+
+    assert_int_equal(store_mark_container(f->st, "a", 1), STORE_INVALID);
+    assert_int_equal(store_set_record_source(f->st, src_read, &s), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, "a", 1), STORE_OK);
+    s.version = 2;
+    assert_int_equal(store_mark_container(f->st, "a", 2), STORE_OK);
+    s.version = 3;
+    assert_int_equal(store_mark_container(f->st, "a", 3), STORE_OK);
+    assert_int_equal(s.reads, 0);
+    assert_int_equal(store_pending(f->st), 1);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(s.reads, 1);
+    assert_int_equal(store_record_writes(f->st), w0 + 1);
+    assert_int_equal(store_pending(f->st), 0);
+    row_of(f, "a", buf, sizeof(buf));
+    assert_string_equal(buf, "{\"v\":3}");
+
+    /* Listed before its commit: read then, and kept as read. */
+    s.version = 4;
+    assert_int_equal(store_mark_container(f->st, "b", 7), STORE_OK);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"v\":3}@3;b={\"v\":4}@7;");
+    assert_int_equal(s.reads, 2);
+    s.version = 5;
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(s.reads, 2);
+    row_of(f, "b", buf, sizeof(buf));
+    assert_string_equal(buf, "{\"v\":4}");
+
+    /* A put after a mark wins, a mark after a put, a delete after a mark. */
+    assert_int_equal(store_mark_container(f->st, "a", 8), STORE_OK);
+    assert_int_equal(store_put_container(f->st, "a", "{\"p\":1}", 7, 9),
+                     STORE_OK);
+    assert_int_equal(store_put_container(f->st, "b", "{\"p\":2}", 7, 9),
+                     STORE_OK);
+    assert_int_equal(store_mark_container(f->st, "b", 10), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, "c", 10), STORE_OK);
+    assert_int_equal(store_delete_container(f->st, "c"), STORE_OK);
+    s.version = 6;
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(s.reads, 3); /* b only */
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"p\":1}@9;b={\"v\":6}@10;");
+    assert_int_equal(store_set_record_source(f->st, NULL, NULL), STORE_OK);
+}
+
+/* The source has nothing to write (its record waits for a report, or is
+ * gone): the stored record stays as it was, and the mark leaves with the
+ * commit. A source that fails fails the flush, and the mark waits. */
+static void
+t_marked_nothing_or_failing(void **state)
+{
+    struct sfx *f = *state;
+    struct src s = {.version = 1};
+    char buf[128];
+    uint64_t w0;
+
+    assert_int_equal(store_set_record_source(f->st, src_read, &s), STORE_OK);
+    assert_int_equal(store_put_container(f->st, "a", "{\"v\":0}", 7, 1),
+                     STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    w0 = store_record_writes(f->st);
+    assert_int_equal(store_mark_container(f->st, "a", 2), STORE_OK);
+    s.answer = STORE_NOT_FOUND;
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(s.reads, 1);
+    assert_int_equal(store_pending(f->st), 0);
+    assert_int_equal(store_record_writes(f->st), w0);
+    row_of(f, "a", buf, sizeof(buf));
+    assert_string_equal(buf, "{\"v\":0}");
+
+    assert_int_equal(store_mark_container(f->st, "a", 3), STORE_OK);
+    s.answer = STORE_NOMEM;
+    assert_int_equal(store_flush(f->st), STORE_NOMEM);
+    assert_int_equal(store_pending(f->st), 1);
+    row_of(f, "a", buf, sizeof(buf));
+    assert_string_equal(buf, "{\"v\":0}");
+    s.answer = STORE_OK;
+    s.nul = true; /* what a record may not hold: refused, still waiting */
+    assert_int_equal(store_flush(f->st), STORE_INVALID);
+    assert_int_equal(store_pending(f->st), 1);
+    s.nul = false;
+    s.version = 9;
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_pending(f->st), 0);
+    row_of(f, "a", buf, sizeof(buf));
+    assert_string_equal(buf, "{\"v\":9}");
+    assert_int_equal(store_record_writes(f->st), w0 + 1);
+    assert_int_equal(store_set_record_source(f->st, NULL, NULL), STORE_OK);
+}
+
+/* An owner about to go has its marks read first (one, or all when it
+ * leaves as the source); one the source cannot read is dropped then. */
+static void
+t_marked_filled_before_owner_goes(void **state)
+{
+    struct sfx *f = *state;
+    struct src s = {.version = 5};
+    char buf[256];
+
+    assert_int_equal(store_set_record_source(f->st, src_read, &s), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, "a", 1), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, "b", 1), STORE_OK);
+    assert_int_equal(store_fill_marked(f->st, "a"), STORE_OK);
+    assert_int_equal(store_fill_marked(f->st, "nobody"), STORE_OK);
+    assert_int_equal(s.reads, 1);
+    s.version = 6;
+    assert_int_equal(store_mark_container(f->st, "c", 1), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, "d", 1), STORE_OK);
+    /* Read, then marked again: marked. */
+    assert_int_equal(store_fill_marked(f->st, "d"), STORE_OK);
+    assert_int_equal(s.reads, 2);
+    assert_int_equal(store_mark_container(f->st, "d", 1), STORE_OK);
+    s.version = 7;
+    assert_int_equal(store_fill_marked(f->st, "b"), STORE_OK);
+    /* The source leaves: c and d read now, and have nothing: dropped. */
+    s.answer = STORE_NOT_FOUND;
+    assert_int_equal(store_set_record_source(f->st, NULL, NULL), STORE_OK);
+    assert_int_equal(s.reads, 5);
+    assert_int_equal(store_pending(f->st), 2);
+    assert_int_equal(store_mark_container(f->st, "e", 1), STORE_INVALID);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_string_equal(buf, "a={\"v\":5}@1;b={\"v\":7}@1;");
+}
+
+/* A report's transaction takes marked records along, and one it ends is
+ * deleted without being read. */
+static void
+t_marked_in_report_transaction(void **state)
+{
+    struct sfx *f = *state;
+    struct src s = {.version = 3};
+    char a[65], b[65], rid[40], buf[256];
+    struct store_new_report v = {.body = "{}", .len = 2, .forget = true};
+
+    tu_container_id(a, 1);
+    tu_container_id(b, 2);
+    tu_report_id(rid, 1);
+    assert_int_equal(store_set_record_source(f->st, src_read, &s), STORE_OK);
+    assert_int_equal(store_put_container(f->st, a, "{}", 2, 1), STORE_OK);
+    assert_int_equal(store_flush(f->st), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, a, 2), STORE_OK);
+    assert_int_equal(store_mark_container(f->st, b, 2), STORE_OK);
+    v.report_id = rid;
+    v.container_id = a;
+    assert_int_equal(store_add_reports(f->st, &v, 1, 5, false), STORE_OK);
+    assert_int_equal(v.result, STORE_OK);
+    assert_true(v.forgotten);
+    assert_int_equal(s.reads, 1); /* b's */
+    assert_int_equal(store_pending(f->st), 0);
+    ctr_str(f->st, buf, sizeof(buf));
+    assert_null(strstr(buf, a));
+    assert_non_null(strstr(buf, "={\"v\":3}@2;"));
+    assert_int_equal(store_set_record_source(f->st, NULL, NULL), STORE_OK);
+}
+
 int
 main(void)
 {
@@ -342,6 +553,10 @@ main(void)
         T(t_batch),
         T(t_flush_some),
         T(t_pending_bounds),
+        T(t_marked_read_once_at_commit),
+        T(t_marked_nothing_or_failing),
+        T(t_marked_filled_before_owner_goes),
+        T(t_marked_in_report_transaction),
     };
 #undef T
 
