@@ -258,12 +258,6 @@ rec_write(struct rec *c, bool must)
         c->persist_done = false;
         return;
     }
-    /* Its report waits for the end of the turn (persist_commit_reports),
-     * or to be made again (out of memory), which writes this record after
-     * it: the step that reported must not be on disk ahead of the report
-     * (a kill -9 in between would lose it). */
-    if (c->report_due)
-        return;
     if (c->lc.exited && c->exited_wall_ms == 0)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)
@@ -311,9 +305,11 @@ persist_rec(struct rec *c)
 
 /* The store's source of the records rec_write marked, read when their
  * commit comes: the record as it is then. Nothing while its report waits
- * (rec_write: the step that reported must not be on disk ahead of it):
- * the stored record stays as it was, and the report's transaction ends
- * it. */
+ * for the end of the turn (persist_commit_reports) or to be made again
+ * (out of memory): the step that reported must not be on disk ahead of
+ * the report (a kill -9 in between would lose it). The stored record
+ * stays as it was; the report's transaction ends it, or the step is
+ * written after the report (report_released). */
 static int
 record_source(const char *id, char **json, size_t *len, void *arg)
 {
