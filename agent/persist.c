@@ -258,7 +258,7 @@ rec_write(struct rec *c, bool must)
         c->persist_done = false;
         return;
     }
-    /* Its report waits for the end of the turn (persist_commit_reports),
+    /* Its report waits for the end of the turn (reportwrite_commit_turn),
      * or to be made again (out of memory), which writes this record after
      * it: the step that reported must not be on disk ahead of the report
      * (a kill -9 in between would lose it). */
