@@ -305,7 +305,7 @@ persist_rec(struct rec *c)
 
 /* The store's source of the records rec_write marked, read when their
  * commit comes: the record as it is then. Nothing while its report waits
- * for the end of the turn (persist_commit_reports) or to be made again
+ * for the end of the turn (reportwrite_commit_turn) or to be made again
  * (out of memory): the step that reported must not be on disk ahead of
  * the report (a kill -9 in between would lose it). The stored record
  * stays as it was; the report's transaction ends it, or the step is

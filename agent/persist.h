@@ -16,8 +16,9 @@
  *    it may wait); the DELETE barrier (a DELETE is sent only once its
  *    record is on disk; the DELETEs of a turn share a commit); the
  *    retention of delivered reports;
- *  - reportwrite.h: reports, from made to durable (the turn's batch,
- *    reports.jsonl, the reports kept in memory);
+ *  - reportwrite.h: reports, from made to durable (made from a record,
+ *    once per exit; the turn's batch; reports.jsonl, its checkpoint,
+ *    rotation and replay; the reports kept in memory);
  *  - groupcommit.h: when writes reach the store (the group commit, the
  *    WAL's copy on the bio thread, failed writes said and retried).
  * This header declares the whole layer's interface to the driver.

@@ -435,8 +435,8 @@ apply(struct rec *c, const struct lc_result *res)
             taskwatch_list(r); /* one at a time for the node */
             break;
         case ACT_REPORT:
-            if (!persist_report(c))
-                persist_report_later(c);
+            if (!reportwrite_report(c))
+                reportwrite_report_later(c);
             break;
         case ACT_FORGET:
             if (c->report_due) {
@@ -532,7 +532,8 @@ static void
 reaper_forget(struct rec *c)
 {
     if (c->report_queued) {
-        /* Its report is not written yet: persist_commit_reports forgets it. */
+        /* Its report is not written yet: reportwrite_commit_turn
+         * forgets it. */
         c->forget_due = true;
         return;
     }
@@ -1156,7 +1157,7 @@ reaper_free(struct reaper *r)
         docker_set_label_filter(r->d, NULL, NULL);
     }
     /* The reports of this turn are made: written before anything goes. */
-    persist_commit_reports(r);
+    reportwrite_commit_turn(r);
     relist_free(r->relist);
     r->relist = NULL;
     taskwatch_cleanup(r);

@@ -90,7 +90,7 @@ struct rec {
      * this timer; the record is forgotten only after it. */
     struct event *again;
     bool report_due, forget_due;
-    bool report_queued; /* in the turn's queue (persist_commit_reports) */
+    bool report_queued; /* in the turn's queue (reportwrite_commit_turn) */
     bool delete_queued; /* its DELETE waits for its record's commit */
     /* Its report is in neither reports.jsonl nor the store (the disk
      * full): its stored record is not deleted when it is forgotten. */

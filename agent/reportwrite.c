@@ -61,8 +61,8 @@ store_add(struct reaper *r, const char *id, const char *cid, const char *json,
 
 /* Stores one report (it is already in reports.jsonl). */
 int
-persist_store_report(struct reaper *r, const char *id, const char *cid,
-                     const char *json, size_t len)
+reportwrite_store(struct reaper *r, const char *id, const char *cid,
+                  const char *json, size_t len)
 {
     int rc = store_add(r, id, cid, json, len);
 
@@ -78,7 +78,7 @@ persist_store_report(struct reaper *r, const char *id, const char *cid,
 }
 
 int
-persist_store_reports(struct reaper *r, struct store_new_report *v, size_t n)
+reportwrite_store_many(struct reaper *r, struct store_new_report *v, size_t n)
 {
     int rc;
     size_t i;
@@ -137,8 +137,8 @@ journal_catch_up(struct reaper *r)
 }
 
 int
-persist_journal_append_many(struct reaper *r, const struct report_line *v,
-                            size_t n)
+reportwrite_journal_append_many(struct reaper *r, const struct report_line *v,
+                                size_t n)
 {
     if (r->store != NULL && !journal_catch_up(r)) {
         errno = EAGAIN;
@@ -238,7 +238,7 @@ journal_movable(const struct reaper *r)
  * checkpoint (batched with the next flush; a checkpoint that lags only
  * makes the replay meet duplicates), and rotate a file grown too big. */
 void
-persist_journal_stored(struct reaper *r)
+reportwrite_journal_stored(struct reaper *r)
 {
     if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0)
         return;
@@ -281,7 +281,7 @@ on_journal_line(const char *line, size_t len, void *arg)
         return; /* the usual case: the checkpoint lagged a little */
     groupcommit_result(r->ps.gc, rc, "storing a recovered report");
     if (rc < 0) {
-        persist_keep_unsaved(r, id, cid, line, len, false);
+        reportwrite_keep_unsaved(r, id, cid, line, len, false);
         return;
     }
     rp->recovered++;
@@ -334,13 +334,13 @@ recover_journal(struct reaper *r)
                  "recovered %zu reports from %s that the state database "
                  "had lost (a power loss?); they will be delivered",
                  rp.recovered, report_log_path(r->rl));
-    persist_journal_stored(r);
+    reportwrite_journal_stored(r);
     return 0;
 }
 
 void
-persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
-                     const char *json, size_t len, bool only_copy)
+reportwrite_keep_unsaved(struct reaper *r, const char *id, const char *cid,
+                         const char *json, size_t len, bool only_copy)
 {
     struct unsaved *u;
 
@@ -380,8 +380,8 @@ reportwrite_retry(struct reaper *r)
 
         /* The only copy: the store's commit is synced. */
         store_set_journaled(r->store, r->rl != NULL && !u->only_copy);
-        rc = persist_store_report(r, u->report_id, u->container_id, u->json,
-                                  u->len);
+        rc = reportwrite_store(r, u->report_id, u->container_id, u->json,
+                               u->len);
         store_set_journaled(r->store, r->rl != NULL);
         if (rc != 0) {
             groupcommit_retry_later(r->ps.gc);
@@ -403,12 +403,13 @@ reportwrite_retry(struct reaper *r)
         free(u->json);
         free(u);
     }
-    persist_journal_stored(r);
+    reportwrite_journal_stored(r);
     return true;
 }
 
 bool
-persist_find_unsaved(const struct reaper *r, persist_unsaved_cb cb, void *arg)
+reportwrite_find_unsaved(const struct reaper *r, reportwrite_unsaved_cb cb,
+                         void *arg)
 {
     const struct unsaved *u;
 
@@ -511,7 +512,7 @@ already_reported(const struct rec *c)
 
     if (!die_only && !c->loaded)
         return false;
-    if (persist_find_unsaved(c->r, covers_unsaved, &m)) {
+    if (reportwrite_find_unsaved(c->r, covers_unsaved, &m)) {
         log_info(c->id, "%s (report %s, not yet stored); not reported again",
                  m.why, m.report_id);
         return true;
@@ -568,7 +569,7 @@ cleanup_result(const struct lc *lc)
 
 /*
  * A report made and waiting for the end of its loop turn. It owns `json`;
- * `c` stays (c->report_due) until persist_commit_reports is done with it.
+ * `c` stays (c->report_due) until reportwrite_commit_turn is done with it.
  */
 struct queued {
     struct rec *c;
@@ -639,7 +640,7 @@ reportwrite_init(struct reaper *r, void (*released)(struct rec *c))
 void
 reportwrite_cleanup(struct reaper *r)
 {
-    persist_commit_reports(r);
+    reportwrite_commit_turn(r);
     if (r->oq.ev != NULL)
         event_free(r->oq.ev);
     r->oq.ev = NULL;
@@ -706,7 +707,7 @@ enqueue(struct rec *c, char *json, size_t len, const struct report *rep)
 }
 
 bool
-persist_report(struct rec *c)
+reportwrite_report(struct rec *c)
 {
     struct reaper *r = c->r;
     const struct lc *lc = &c->lc;
@@ -857,7 +858,7 @@ journal_some(struct reaper *r, struct queued *v, size_t n)
     if (k == 0 || r->rl == NULL)
         return;
     errno = 0;
-    journaled = persist_journal_append_many(r, lines, k) == 0;
+    journaled = reportwrite_journal_append_many(r, lines, k) == 0;
     e = errno;
     if (journaled)
         r->st.report_writes++;
@@ -918,7 +919,7 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
         /* One not in the journal: the store's own commit must be
          * synced. */
         store_set_journaled(r->store, journaled);
-        if (persist_store_reports(r, sv, n) != 0)
+        if (reportwrite_store_many(r, sv, n) != 0)
             for (i = 0; i < n; i++)
                 sv[i].result = STORE_ERROR;
         else if (store_reports_checkpoint_written(r->store))
@@ -927,8 +928,8 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
     }
     for (i = 0; i < n; i++) {
         if (r->store != NULL && sv[i].result != STORE_OK) {
-            persist_keep_unsaved(r, v[i].report_id, v[i].c->id, v[i].json,
-                                 v[i].len, !v[i].journaled);
+            reportwrite_keep_unsaved(r, v[i].report_id, v[i].c->id, v[i].json,
+                                     v[i].len, !v[i].journaled);
             v[i].c->report_only_in_memory = !v[i].journaled;
             continue;
         }
@@ -938,7 +939,7 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
         made(r, &v[i]);
     }
     if (stored && r->store != NULL)
-        persist_journal_stored(r);
+        reportwrite_journal_stored(r);
 }
 
 /* Writes the reports queued and not yet written. */
@@ -959,7 +960,7 @@ write_queued(struct reaper *r)
 }
 
 void
-persist_commit_reports(struct reaper *r)
+reportwrite_commit_turn(struct reaper *r)
 {
     struct report_queue *q = &r->oq;
     struct queued *v;
@@ -995,7 +996,7 @@ on_commit(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
-    persist_commit_reports(arg);
+    reportwrite_commit_turn(arg);
 }
 
 static void
@@ -1005,18 +1006,18 @@ on_report_again(evutil_socket_t fd, short what, void *arg)
 
     (void)fd;
     (void)what;
-    if (!persist_report(c)) {
+    if (!reportwrite_report(c)) {
         rec_arm(c, &c->again, on_report_again, 1000);
         return;
     }
-    /* Queued: persist_commit_reports goes on; or nothing to write. */
+    /* Queued: reportwrite_commit_turn goes on; or nothing to write. */
     if (c->report_due)
         return;
     c->r->oq.released(c);
 }
 
 void
-persist_report_later(struct rec *c)
+reportwrite_report_later(struct rec *c)
 {
     c->report_due = true;
     rec_arm(c, &c->again, on_report_again, 1000);

@@ -2,24 +2,34 @@
  * reportwrite — the reaper's reports, from made to durable.
  *
  * A report is made from a record when the lifecycle says so (ACT_REPORT),
- * with an id from the exit's time (a restart makes the same one again);
- * one an earlier run made under another id is refused (counted as a
- * duplicate). The reports of a loop turn are written together: one write
- * and one fdatasync of reports.jsonl, then one transaction of the store;
- * then counted and handed to the reaper's report callback (delivery).
+ * its id from the exit's time: a restart makes the same one again, which
+ * the store takes once (counted as a duplicate). An exit an earlier run
+ * reported under another id (a die replayed after a crash, a loaded
+ * record that run reported removed) is not reported again.
  *
- * Owns reports.jsonl's use by the reaper (r->rl, borrowed): its
- * checkpoint in the store, its rotation past reports_log.max_bytes, and
- * its replay at a start for what a power loss took from the store. Owns
- * the reports the store cannot take yet (a full disk): kept in memory,
- * retried, said at exit. Its state is struct report_queue (r->oq) and
- * the reports' part of struct persist (persist.h).
+ * Each write is reports.jsonl first (one write and one fdatasync for all
+ * its reports), then one transaction of the store, which carries
+ * reports.jsonl's checkpoint and deletes the records the reports end;
+ * each report stored is then counted and handed to the reaper's report
+ * callback (delivery). A loop turn's first reports are written at once,
+ * each alone; the rest of a burst wait in the turn's queue and are
+ * written together (REPORT_BATCH at a time, or at the turn's end), and
+ * the records waiting for them are released at the turn's end.
  *
- * Part of the durable layer (persist.h, which declares these to the
- * driver): called by persist.c and the driver; of the layer it calls only
- * the group commit (groupcommit.h), below it. A record whose report is
- * written goes back up through the `released` callback given at
- * reportwrite_init.
+ * Owns the turn's queue (struct report_queue, r->oq); reports.jsonl's
+ * use by the reaper (r->rl, borrowed from its opener): its checkpoint in
+ * the store, its rotation past reports_log.max_bytes, and its replay at a
+ * start for what a power loss took from the store; and the reports the
+ * store cannot take yet (a full disk), kept in memory (the reports' part
+ * of struct persist, persist.h), retried by the group commit, said at
+ * exit.
+ *
+ * Part of the durable layer (persist.h includes this header for the
+ * driver): persist.c starts and stops it and gives the group commit its
+ * retry; the driver makes reports (reportwrite_report) and ends a turn's
+ * batch (reportwrite_commit_turn). Of the layer it calls only the group
+ * commit (groupcommit.h), below it. A record whose report is written
+ * goes back up through the `released` callback given at reportwrite_init.
  * Without a store (r->store NULL, as in unit tests) reports are still
  * made and handed on.
  */
@@ -68,59 +78,63 @@ void reportwrite_drop_unsaved(struct reaper *r);
  * second). */
 bool reportwrite_retry(struct reaper *r);
 
+/* The steps of a write, used within this module. */
+
 /* Stores one report already in reports.jsonl: 0, or -1 (not stored). A
  * report stored before (a restart) counts as stored. The strings are
  * borrowed. */
-int persist_store_report(struct reaper *r, const char *id, const char *cid,
-                         const char *json, size_t len);
+int reportwrite_store(struct reaper *r, const char *id, const char *cid,
+                      const char *json, size_t len);
 /* Keeps a copy of a report the store could not take, retried until it
  * does; said when even that fails. `only_copy`: the report is not in
  * reports.jsonl either (its append failed too); the container's stored
  * record then stays until the store takes the report (the caller marks
  * the record: c->report_only_in_memory). */
-void persist_keep_unsaved(struct reaper *r, const char *id, const char *cid,
-                          const char *json, size_t len, bool only_copy);
+void reportwrite_keep_unsaved(struct reaper *r, const char *id,
+                              const char *cid, const char *json, size_t len,
+                              bool only_copy);
 /* Appends `n` reports' lines to reports.jsonl (r->rl, not NULL) in one
  * write and one sync (report_log_append_many: at most
  * REPORT_LOG_LINES_MAX): 0, or -1 with errno. EAGAIN: the journal's
  * checkpoint could not be reset after a rotation yet (the state's disk
  * full), and lines appended now would lie before it, never replayed; the
  * caller then stores the reports as ones in no journal. */
-int persist_journal_append_many(struct reaper *r, const struct report_line *v,
-                                size_t n);
-/* persist_store_report for `n` reports in one transaction
+int reportwrite_journal_append_many(struct reaper *r,
+                                    const struct report_line *v, size_t n);
+/* reportwrite_store for `n` reports in one transaction
  * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
  * then v[i].result is STORE_OK for each one stored now or before (a
  * duplicate), an error for one refused; -1: none stored. */
-int persist_store_reports(struct reaper *r, struct store_new_report *v,
-                          size_t n);
+int reportwrite_store_many(struct reaper *r, struct store_new_report *v,
+                           size_t n);
 /* Every report in reports.jsonl is in the store: the journal checkpoint
  * moves (batched with the next flush), and a file past
  * reports_log.max_bytes is rotated. Nothing, while one waits in memory
  * (a full disk). */
-void persist_journal_stored(struct reaper *r);
+void reportwrite_journal_stored(struct reaper *r);
 /* Visits the reports waiting in memory for the store, oldest first, until
  * `cb` returns true; returns that. */
-typedef bool (*persist_unsaved_cb)(const char *report_id,
-                                   const char *container_id, int64_t made_ms,
-                                   const char *json, size_t len, void *arg);
-bool persist_find_unsaved(const struct reaper *r, persist_unsaved_cb cb,
-                          void *arg);
+typedef bool (*reportwrite_unsaved_cb)(const char *report_id,
+                                       const char *container_id,
+                                       int64_t made_ms, const char *json,
+                                       size_t len, void *arg);
+bool reportwrite_find_unsaved(const struct reaper *r,
+                              reportwrite_unsaved_cb cb, void *arg);
 
 /* Makes c's report (nothing when its policy does not report) and queues
  * it for the end of this loop turn: c->report_due until it is written
  * (or kept in memory for a full disk), and c is forgotten only after
  * (c->forget_due). false only when it could not be made for want of
  * memory, and then nothing of it was queued: make it again
- * (persist_report_later). */
-bool persist_report(struct rec *c);
+ * (reportwrite_report_later). */
+bool reportwrite_report(struct rec *c);
 /* Makes it again in a second; c is forgotten only after it
  * (c->forget_due). */
-void persist_report_later(struct rec *c);
+void reportwrite_report_later(struct rec *c);
 /* Writes the reports queued (reports.jsonl, then the store), counts them,
  * hands them on, and releases the records waiting for that. Runs at the
  * end of each loop turn that made one; now, for a caller that cannot
  * wait (stopping). */
-void persist_commit_reports(struct reaper *r);
+void reportwrite_commit_turn(struct reaper *r);
 
 #endif
