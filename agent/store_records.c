@@ -232,25 +232,32 @@ store_set_record_source(struct store *st, store_record_source_cb cb, void *arg)
     return result;
 }
 
-int
-store_mark_container(struct store *st, const char *id, int64_t now_ms)
+/* Container `id`'s entry, without JSON: a delete, or a mark. */
+static int
+container_change(struct store *st, const char *id, bool del, int64_t now_ms)
 {
     struct pend *p;
-    int result;
+    int result = pend_get(st, P_CONTAINER, id, 0, &p);
 
-    if (!sdb_valid_id(id, STORE_ID_MAX) || st->record_src == NULL)
-        return sdb_invalid(st, "mark container");
-    result = pend_get(st, P_CONTAINER, id, 0, &p);
     if (result != STORE_OK)
         return result;
     st->pend_bytes -= p->len;
     free(p->json);
     p->json = NULL;
     p->len = 0;
-    p->del = false;
-    p->marked = true;
-    p->value = now_ms;
+    p->del = del;
+    p->marked = !del;
+    if (!del)
+        p->value = now_ms;
     return STORE_OK;
+}
+
+int
+store_mark_container(struct store *st, const char *id, int64_t now_ms)
+{
+    if (!sdb_valid_id(id, STORE_ID_MAX) || st->record_src == NULL)
+        return sdb_invalid(st, "mark container");
+    return container_change(st, id, false, now_ms);
 }
 
 /* The JSON of marked entry `p`, from the source: STORE_OK (*json is the
@@ -325,21 +332,9 @@ store_fill_marked(struct store *st, const char *id)
 int
 store_delete_container(struct store *st, const char *id)
 {
-    struct pend *p;
-    int result;
-
     if (!sdb_valid_id(id, STORE_ID_MAX))
         return sdb_invalid(st, "delete container");
-    result = pend_get(st, P_CONTAINER, id, 0, &p);
-    if (result != STORE_OK)
-        return result;
-    st->pend_bytes -= p->len;
-    free(p->json);
-    p->json = NULL;
-    p->len = 0;
-    p->del = true;
-    p->marked = false;
-    return STORE_OK;
+    return container_change(st, id, true, 0);
 }
 
 int
