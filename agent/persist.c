@@ -258,6 +258,10 @@ rec_write(struct rec *c, bool must)
         c->persist_done = false;
         return;
     }
+    /* Its report waits: the record source would give nothing now, and
+     * the step is written after the report (report_released). */
+    if (c->report_due)
+        return;
     if (c->lc.exited && c->exited_wall_ms == 0)
         c->exited_wall_ms = report_now_ms();
     if (!c->lc.exited)

@@ -917,6 +917,14 @@ t_record_not_written_while_report_waits(void **state)
     assert_non_null(c);
     assert_true(c->persisted);
     w0 = store_record_writes(st);
+    /* A step (a fact changed) while the report waits marks nothing: no
+     * commit for it. */
+    c->report_due = true;
+    c->lc.exited = true;
+    c->lc.die_code = 42;
+    persist_rec(c);
+    assert_int_equal(store_pending(st), 0);
+    c->report_due = false;
     assert_int_equal(store_mark_container(st, A, 1), STORE_OK);
     c->report_due = true;
     assert_int_equal(store_flush(st), STORE_OK);
