@@ -48,8 +48,11 @@
  */
 #define CHECKPOINT_PAGES 256
 /* A WAL this long has had commits all through its copies, none of which
- * could catch up: the loop copies the rest itself and starts it over
- * (store_wal_restart), or it would grow as long as the load lasts. */
+ * could catch up. The records that can wait then wait for a copy
+ * (groupcommit_holding), which catches up, and the next commit starts the WAL
+ * over. When writes that cannot wait (a DELETE's, a report's) kept even
+ * that copy behind, the loop copies the rest itself and starts it over
+ * (store_wal_restart), or the WAL would grow as long as the load lasts. */
 #define WAL_MAX_PAGES (16 * CHECKPOINT_PAGES)
 
 /* Writes of pending records per loop turn, and past how many waiting
@@ -73,7 +76,13 @@ struct groupcommit {
     struct event *retry;
     struct event *ckpt_ev; /* the WAL's checkpoint, in a turn of its own */
     bool ckpt_scheduled;
-    struct bio *bio;        /* where the checkpoint runs (NULL: on the loop) */
+    struct bio *bio; /* where the checkpoint runs (NULL: on the loop) */
+    bool ckpt_held;  /* the copy under way began with the WAL at its bound */
+    uint64_t loop_copies; /* WALs the loop copied and started over itself */
+    /* CHECKPOINT_PAGES, WAL_MAX_PAGES and FLUSH_BACKLOG, unless a test
+     * makes them small (groupcommit_set_bounds). */
+    int ckpt_pages, wal_max_pages;
+    size_t backlog;
     struct timeval turn_tv; /* the loop turn turn_flush_ns is of */
     uint64_t turn_flush_ns; /* spent writing records in it */
     uint64_t errors;        /* failed writes */
@@ -104,6 +113,9 @@ groupcommit_new(struct loop *l, struct store *st,
         return NULL;
     gc->l = l;
     gc->hooks = h;
+    gc->ckpt_pages = CHECKPOINT_PAGES;
+    gc->wal_max_pages = WAL_MAX_PAGES;
+    gc->backlog = FLUSH_BACKLOG;
     gc->arg = arg;
     gc->flush_ev = evtimer_new(base, on_flush, gc);
     gc->retry = evtimer_new(base, on_store_retry, gc);
@@ -130,7 +142,7 @@ groupcommit_set_store(struct groupcommit *gc, struct store *st)
 void
 groupcommit_start(struct groupcommit *gc)
 {
-    store_on_wal(gc->store, CHECKPOINT_PAGES, on_wal_full, gc);
+    store_on_wal(gc->store, gc->ckpt_pages, on_wal_full, gc);
 }
 
 void
@@ -170,6 +182,16 @@ groupcommit_stats(const struct groupcommit *gc, struct groupcommit_stats *out)
 {
     out->errors = gc->errors;
     out->empty_flushes = gc->empty_flushes;
+    out->loop_copies = gc->loop_copies;
+}
+
+void
+groupcommit_set_bounds(struct groupcommit *gc, int ckpt_pages,
+                       int wal_max_pages, size_t backlog)
+{
+    gc->ckpt_pages = ckpt_pages;
+    gc->wal_max_pages = wal_max_pages;
+    gc->backlog = backlog;
 }
 
 /* The flush is due within `ms`: an earlier one already scheduled
@@ -201,12 +223,27 @@ turn_roll(struct groupcommit *gc)
         gc->turn_flush_ns = 0;
 }
 
+/*
+ * A copy runs and the WAL is at its bound: the records that can wait
+ * hold their commits till its end, so that it catches up. Not when so
+ * many wait that the store would soon refuse changes.
+ */
+bool
+groupcommit_holding(const struct groupcommit *gc)
+{
+    return gc->store != NULL && bio_busy(gc->bio) &&
+           store_wal_frames(gc->store) >= gc->wal_max_pages &&
+           store_pending(gc->store) <= STORE_PENDING_MAX / 2;
+}
+
 static bool
 flush_budget(struct groupcommit *gc)
 {
+    if (groupcommit_holding(gc))
+        return false;
     turn_roll(gc);
     return gc->turn_flush_ns < FLUSH_TURN_NS ||
-           store_pending(gc->store) > FLUSH_BACKLOG;
+           store_pending(gc->store) > gc->backlog;
 }
 
 /* Nothing waits to be written: no pending change, no events checkpoint
@@ -449,10 +486,21 @@ checkpoint_done(int rc, void *arg)
     struct groupcommit *gc = arg;
 
     checkpoint_result(gc, store_checkpoint_end(gc->store, rc));
-    if (store_wal_frames(gc->store) >= WAL_MAX_PAGES)
-        checkpoint_result(gc, store_wal_restart(gc->store));
+    if (store_wal_frames(gc->store) >= gc->wal_max_pages) {
+        /* Behind: a copy that held the records that can wait was kept
+         * behind by those that cannot, so the loop copies the rest; one
+         * that began before the bound is followed by one that holds. */
+        if (store_wal_pages(gc->store) > 0 && gc->ckpt_held) {
+            gc->loop_copies++;
+            checkpoint_result(gc, store_wal_restart(gc->store));
+        } else if (store_wal_pages(gc->store) > 0)
+            on_wal_full(gc);
+        /* Caught up: the held records' commit starts the WAL over. */
+        if (!nothing_waits(gc))
+            schedule_flush(gc, 0);
+    }
     /* What was committed meanwhile may be past the bound already. */
-    if (store_wal_pages(gc->store) >= CHECKPOINT_PAGES)
+    if (store_wal_pages(gc->store) >= gc->ckpt_pages)
         on_wal_full(gc);
 }
 
@@ -465,6 +513,8 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
     (void)what;
     gc->ckpt_scheduled = false;
     if (gc->bio == NULL) {
+        /* Nothing commits during a copy on the loop. */
+        gc->ckpt_held = true;
         store_checkpoint_begin(gc->store);
         checkpoint_done(store_checkpoint_bg(gc->store), gc);
         return;
@@ -472,6 +522,7 @@ on_checkpoint(evutil_socket_t fd, short what, void *arg)
     if (bio_busy(gc->bio))
         return; /* its end looks at the WAL again */
     store_checkpoint_begin(gc->store);
+    gc->ckpt_held = store_wal_frames(gc->store) >= gc->wal_max_pages;
     bio_run(gc->bio, checkpoint_job, checkpoint_done, gc);
 }
 
@@ -484,6 +535,8 @@ on_flush(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     gc->flush_scheduled = false;
+    if (groupcommit_holding(gc))
+        return; /* the copy's end asks again */
     if (nothing_waits(gc))
         gc->empty_flushes++;
     /* At least one slice (the group commit is due), more within the

@@ -46,6 +46,9 @@ struct groupcommit_stats {
     uint64_t errors; /* failed writes */
     /* The group commit's timer finding nothing to write. */
     uint64_t empty_flushes;
+    /* WALs the loop copied the rest of and started over itself: writes
+     * that cannot wait kept every copy behind. */
+    uint64_t loop_copies;
 };
 
 /* NULL when out of memory. `l` and `st` (may be NULL: nothing written)
@@ -67,6 +70,17 @@ void groupcommit_stop(struct groupcommit *gc);
 void groupcommit_free(struct groupcommit *gc);
 void groupcommit_stats(const struct groupcommit *gc,
                        struct groupcommit_stats *out);
+
+/* The WAL is at its bound and a copy runs: the writes that can wait do,
+ * till its end, so that it catches up and the WAL starts over without the
+ * loop copying it. A source that makes records by the thousand (a
+ * relist) waits meanwhile too. */
+bool groupcommit_holding(const struct groupcommit *gc);
+/* For tests: the WAL's pages before a copy (256), at which the loop
+ * copies it (4,096), and the records waiting past which they are written
+ * regardless of the turn's budget (4,096). */
+void groupcommit_set_bounds(struct groupcommit *gc, int ckpt_pages,
+                            int wal_max_pages, size_t backlog);
 
 /* The events checkpoint moved to `nano` (GROUPCOMMIT_EVENTS_KEY): it
  * rides with the next flush, lazily. */

@@ -980,6 +980,14 @@ relist_take(void *arg, const struct docker_container *e, uint32_t gen)
     return 0;
 }
 
+static bool
+relist_behind(void *arg)
+{
+    struct reaper *r = arg;
+
+    return groupcommit_holding(r->ps.gc);
+}
+
 /* The whole answer is taken in: what it did not list is gone. */
 static void
 relist_finish(void *arg, uint32_t gen, size_t n, bool incomplete)
@@ -1115,6 +1123,7 @@ reaper_new(struct loop *l, struct docker *d, const struct config *cfg,
         .answered = relist_answered,
         .take = relist_take,
         .finish = relist_finish,
+        .behind = relist_behind,
     };
     struct reaper *r = calloc(1, sizeof(*r));
 

@@ -16,7 +16,9 @@
 #include "loop.h"
 
 /* Entries are taken in for at most this long per loop turn. */
-#define SLICE_NS      1000000u
+#define SLICE_NS 1000000u
+/* While the owner is behind (relist_cbs.behind), asked again this often. */
+#define BEHIND_MS     1
 #define MAX_TOMBSTONE 4096
 
 struct relist {
@@ -119,7 +121,16 @@ slice(struct relist *rl)
     const struct docker_container *e;
 
     while (rl->ans != NULL && rl->next < rl->n) {
-        int rc = docker_list_entry(rl->ans, rl->next++, &e);
+        int rc;
+
+        /* Taken in no faster than their records can be written: the
+         * records would pile up in memory, and be written all at once. */
+        if ((rl->next & 15) == 0 && rl->cb->behind != NULL &&
+            rl->cb->behind(rl->arg)) {
+            loop_timer_ms(rl->slice_ev, BEHIND_MS);
+            return;
+        }
+        rc = docker_list_entry(rl->ans, rl->next++, &e);
 
         if (rc < 0) {
             /* The rest would be taken for absent: a whole relist again. */

@@ -39,6 +39,9 @@ struct relist_cbs {
     /* Every entry of relist `gen` (n of them) is taken in; `incomplete`:
      * some could not be. */
     void (*finish)(void *arg, uint32_t gen, size_t n, bool incomplete);
+    /* What is taken in cannot be written now: the entries wait (NULL:
+     * never). */
+    bool (*behind)(void *arg);
 };
 
 /* NULL when out of memory. `cb` is static, borrowed; `d` borrowed. */

@@ -233,7 +233,7 @@ open_ckpt_connection(struct store *st)
         rc = sqlite3_exec(st->ckpt_db,
                           "PRAGMA synchronous = NORMAL;"
                           "PRAGMA wal_autocheckpoint = 0;"
-                          "PRAGMA journal_size_limit = 4194304;",
+                          "PRAGMA journal_size_limit = 25165824;",
                           NULL, NULL, NULL);
     if (rc == SQLITE_OK)
         rc = sdb_query_int(st->ckpt_db, "PRAGMA user_version", &v);
@@ -292,8 +292,12 @@ open_settings(struct store *st)
                        * thread), so a commit (often a report's) never
                        * carries the copy and its syncs. */
                       "PRAGMA wal_autocheckpoint = 0;"
-                      /* the WAL is cut back to 4 MiB after a checkpoint */
-                      "PRAGMA journal_size_limit = 4194304;"
+                      /* A WAL that starts over is cut back to 24 MiB:
+                       * more than groupcommit.c lets it grow to, so that
+                       * a WAL it keeps to its bound is reused, not cut on
+                       * the loop (a cut frees megabytes of the file
+                       * system's blocks while the loop waits). */
+                      "PRAGMA journal_size_limit = 25165824;"
                       /* The page cache: 1 MiB rather than SQLite's
                        * 2 MiB. The database is written far more than it
                        * is read (records at each step, reports once), and

@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define MAX_CONTAINERS 256
+#define MAX_CONTAINERS 4096
 #define MAX_EVENTS     4096
 #define MAX_STREAMS    16
 

@@ -1568,6 +1568,127 @@ t_relist_sliced(void **state)
     h_free(h);
 }
 
+/*
+ * A relist of thousands of containers commits without a pause: no copy
+ * of the WAL on the bio thread catches up. Once the WAL is at its bound,
+ * its records hold their commits and it takes in no entries while a copy
+ * runs: that copy catches up, the next commit starts the WAL over, and
+ * the loop never copies a WAL itself (store_wal_restart). Bounds made
+ * small: a copy at 4 pages, the bound at 32, 64 records waiting past
+ * which they are written regardless. The records waiting stay within
+ * that, plus the slice written at once and the 16 entries between two
+ * looks at the WAL.
+ */
+static void
+t_relist_waits_for_wal_copy(void **state)
+{
+    enum { N = 2000, BACKLOG = 64 };
+    struct tu_reapd *h = h_new("");
+    struct event_base *base = loop_base(h->l);
+    struct groupcommit_stats gs;
+    struct reaper_stats rs;
+    struct store *st = NULL;
+    char id[CTR_ID_SIZE], err[256];
+    size_t pending, most = 0;
+    int i, frames, last = 0, restarts = 0, held = 0, turns = 0;
+
+    (void)state;
+    for (i = 0; i < N; i++) {
+        snprintf(id, sizeof(id), "%064x", 0x5a1000 + i);
+        fake_engine_add(h->fe, id, "listed", MANAGED, NULL, 0);
+    }
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    groupcommit_set_bounds(h->r->ps.gc, 4, 32, BACKLOG);
+    assert_int_equal(reaper_start(h->r), 0);
+    do {
+        event_base_loop(base, EVLOOP_ONCE);
+        pending = store_pending(st);
+        most = pending > most ? pending : most;
+        frames = store_wal_frames(st);
+        restarts += frames < last;
+        last = frames;
+        held += groupcommit_holding(h->r->ps.gc);
+        assert_true(++turns < 1000000);
+        reaper_stats(h->r, &rs);
+    } while (!reaper_ready(h->r, NULL) || store_pending(st) > 0);
+    groupcommit_stats(h->r->ps.gc, &gs);
+    print_message("%d turns, %d of them holding, WAL started over %d times, "
+                  "at most %zu records waiting, %llu loop copies\n",
+                  turns, held, restarts, most,
+                  (unsigned long long)gs.loop_copies);
+    assert_int_equal(rs.tracked, N);
+    assert_true(held > 0);
+    assert_true(restarts > 0);
+    assert_int_equal(gs.loop_copies, 0);
+    assert_true(most <= BACKLOG + 32 + 16);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
+/*
+ * The same hold, for the records a relist left waiting (taken in whole,
+ * in one turn) and for the changes that keep coming meanwhile (the events
+ * checkpoint, an exec event a turn): while a copy runs with the WAL at
+ * its bound, nothing is committed, neither by the group commit's timer
+ * nor by a change that finds a slice's worth waiting; so no copy is
+ * left behind and the loop never copies a WAL itself.
+ */
+static void
+t_flush_waits_for_wal_copy(void **state)
+{
+    enum { N = 2000 };
+    struct tu_reapd *h = h_new("");
+    struct event_base *base = loop_base(h->l);
+    struct groupcommit_stats gs;
+    struct reaper_stats rs;
+    struct store *st = NULL;
+    char id[CTR_ID_SIZE], err[256];
+    long long t0 = (long long)report_now_ms() * 1000000;
+    int i, frames, last = 0, restarts = 0, held = 0, turns = 0;
+    bool was_holding = false;
+
+    (void)state;
+    for (i = 0; i < N; i++) {
+        snprintf(id, sizeof(id), "%064x", 0x5b1000 + i);
+        fake_engine_add(h->fe, id, "listed", MANAGED, NULL, 0);
+    }
+    fake_engine_add(h->fe, A, "busy", NULL, NULL, 0);
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    groupcommit_set_bounds(h->r->ps.gc, 4, 16, 4096);
+    reaper_set_relist_slice_ns(h->r, 10000000000ull);
+    assert_int_equal(reaper_start(h->r), 0);
+    do {
+        bool holding = groupcommit_holding(h->r->ps.gc);
+
+        if (reaper_ready(h->r, NULL))
+            exec_event(h, t0 + turns);
+        event_base_loop(base, EVLOOP_ONCE);
+        frames = store_wal_frames(st);
+        restarts += frames < last;
+        /* A turn that began and ended holding committed nothing. */
+        if (holding && groupcommit_holding(h->r->ps.gc))
+            assert_int_equal(frames, last);
+        last = frames;
+        held += holding;
+        was_holding |= holding;
+        assert_true(++turns < 1000000);
+        reaper_stats(h->r, &rs);
+    } while (!reaper_ready(h->r, NULL) || store_pending(st) > 0 ||
+             turns < 200);
+    groupcommit_stats(h->r->ps.gc, &gs);
+    print_message("%d turns, %d of them holding, WAL started over %d times, "
+                  "%llu loop copies\n",
+                  turns, held, restarts, (unsigned long long)gs.loop_copies);
+    assert_int_equal(rs.tracked, N);
+    assert_true(was_holding);
+    assert_true(restarts > 0);
+    assert_int_equal(gs.loop_copies, 0);
+    h_drop_store(h, st);
+    h_free(h);
+}
+
 /* A relist logs its first RELIST_LOG_TRACKED "tracking" lines at info and
  * says how many more there were; a container found by its events after it
  * is logged at info again. */
@@ -2461,6 +2582,8 @@ main(void)
         cmocka_unit_test(t_die_after_outage_keeps_flag),
         cmocka_unit_test(t_outage_committed_at_once),
         cmocka_unit_test(t_relist_sliced),
+        cmocka_unit_test(t_relist_waits_for_wal_copy),
+        cmocka_unit_test(t_flush_waits_for_wal_copy),
         cmocka_unit_test(t_relist_tracking_lines_capped),
         cmocka_unit_test(t_replayed_create_asks_engine),
         cmocka_unit_test(t_report_only_in_memory_keeps_record),
