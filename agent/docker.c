@@ -610,10 +610,16 @@ open_events(struct docker *d)
                      (long long)(until % 1000000000));
         d->replay_since = next;
     } else {
-        /* filters={"type":["container"]} */
+        /* filters={"type":["container"],"event":["create","start",
+         * "restart","die","destroy","rename"]}: the actions reapd acts on
+         * (events.c's table), so that the engine sends no other (a
+         * health check's or an exec's three, attach, kill...). */
         n = snprintf(url, sizeof(url),
                      "http://docker/v%s/events?filters=%%7B%%22type%%22%%3A"
-                     "%%5B%%22container%%22%%5D%%7D",
+                     "%%5B%%22container%%22%%5D%%2C%%22event%%22%%3A%%5B"
+                     "%%22create%%22%%2C%%22start%%22%%2C%%22restart%%22%%2C"
+                     "%%22die%%22%%2C%%22destroy%%22%%2C%%22rename%%22%%5D"
+                     "%%7D",
                      d->api);
     }
     if (next > 0)

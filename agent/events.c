@@ -71,10 +71,7 @@ static const struct {
 } actions[] = {
     {"create", DOCKER_EV_CREATE},   {"start", DOCKER_EV_START},
     {"restart", DOCKER_EV_RESTART}, {"die", DOCKER_EV_DIE},
-    {"oom", DOCKER_EV_OOM},         {"kill", DOCKER_EV_KILL},
-    {"stop", DOCKER_EV_STOP},       {"pause", DOCKER_EV_PAUSE},
-    {"unpause", DOCKER_EV_UNPAUSE}, {"rename", DOCKER_EV_RENAME},
-    {"update", DOCKER_EV_UPDATE},   {"destroy", DOCKER_EV_DESTROY},
+    {"rename", DOCKER_EV_RENAME},   {"destroy", DOCKER_EV_DESTROY},
 };
 
 enum event_action

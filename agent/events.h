@@ -25,20 +25,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The actions reapd acts on; the events subscription asks the engine for
+ * these only (docker.c). */
 enum event_action {
-    DOCKER_EV_OTHER =
-        0, /* anything we do not act on (attach, exec_*, top...) */
+    DOCKER_EV_OTHER = 0, /* anything else (exec_*, health_status, kill...) */
     DOCKER_EV_CREATE,
     DOCKER_EV_START,
     DOCKER_EV_RESTART,
     DOCKER_EV_DIE,
-    DOCKER_EV_OOM,
-    DOCKER_EV_KILL,
-    DOCKER_EV_STOP,
-    DOCKER_EV_PAUSE,
-    DOCKER_EV_UNPAUSE,
     DOCKER_EV_RENAME,
-    DOCKER_EV_UPDATE,
     DOCKER_EV_DESTROY,
 };
 

@@ -16,6 +16,9 @@ RUNNING=${BENCH_REAL_RUNNING:-50}
 CREATED=${BENCH_REAL_CREATED:-300}
 EXITS=${BENCH_REAL_EXITS:-100}
 IDLE_SECS=${BENCH_REAL_IDLE_SECS:-10}
+# The running containers' health check interval (a duration such as 1s;
+# empty: none): each check is an exec the engine makes events of.
+HEALTH=${BENCH_REAL_HEALTH_INTERVAL:-}
 # Quiet time before the idle window (the starts' events and lookups
 # drain, and one-time checks pass).
 SETTLE_SECS=${BENCH_REAL_SETTLE_SECS:-5}
@@ -118,9 +121,11 @@ reapd_start "$REAPD_BIN" "{\"containerd\": {\"socket\": \"$(ctr_sock)\"},
 
 # ---- idle: running containers, nothing exiting
 log "starting $RUNNING running containers"
+health=()
+[ -z "$HEALTH" ] || health=(--health-cmd true --health-interval "$HEALTH")
 seq 1 "$RUNNING" | xargs -P 4 -I{} \
   "$DOCKER_CLI" -H "unix://$D/docker.sock" run -d --network none \
-  --label reapd.managed=true "$IMAGE" sleep 100000 >/dev/null
+  --label reapd.managed=true "${health[@]}" "$IMAGE" sleep 100000 >/dev/null
 sleep "$SETTLE_SECS"
 w0=$(switches "$REAPD_PID")
 c0=$(cpu_ns "$REAPD_PID")
@@ -129,7 +134,7 @@ w1=$(switches "$REAPD_PID")
 c1=$(cpu_ns "$REAPD_PID")
 figure real_idle_wakeups_per_sec \
   "$(awk -v a="$w0" -v b="$w1" -v s="$IDLE_SECS" 'BEGIN { printf "%.2f", (b - a) / s }')" \
-  1/s "context switches while nothing happens ($RUNNING running containers, containerd on)"
+  1/s "context switches while nothing happens ($RUNNING running containers${HEALTH:+, health-checked every $HEALTH}, containerd on)"
 figure real_idle_cpu_us_per_sec $(((c1 - c0) / 1000 / IDLE_SECS)) us/s \
   "CPU while nothing happens"
 figure real_idle_rss_kib "$(rss_kib "$REAPD_PID")" KiB \

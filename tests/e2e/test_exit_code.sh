@@ -89,4 +89,20 @@ assert_eq 1 "$lists" "docker list calls (the relist only)"
 other=$(jq -cR --arg id "$managed" 'fromjson? | select(.container_id != $id)' "$(REPORTS)")
 [ -z "$other" ] || fail "reports for other containers: $other"
 
+# The engine sends reapd only the actions it acts on: a container's execs,
+# three events each, never reach it. Counted up to a marker's create,
+# which the engine sends after them.
+events_received() {
+  curl -s "$REAPD_URL/metrics" | awk '$1 == "reapd_events_received_total" {print $2}'
+}
+ev0=$(events_received)
+busy=$(run_ctr --name "e2e-busy-$$" "$IMAGE" sleep 120)
+for _ in 1 2 3 4 5; do dk exec "$busy" true; done
+marker=$(dk create --network none --name "e2e-marker-$$" "$IMAGE" true)
+wait_until 10 "the marker's create event" test "$(($(events_received) - ev0))" -ge 3
+sleep 0.5
+assert_eq 3 "$(($(events_received) - ev0))" \
+  "events received for a create and start, five execs and a create"
+dk rm -f "$busy" "$marker" >/dev/null
+
 e2e_pass

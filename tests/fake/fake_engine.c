@@ -55,6 +55,7 @@ struct fake_engine {
      * (-1: none) ends the stream after the replay, as the engine does. */
     int held[MAX_STREAMS];
     long long since[MAX_STREAMS], until[MAX_STREAMS];
+    char events_query[1024]; /* of the last /events request */
     /* Replies whose client left: ours to end (which frees them). */
     struct evhttp_request *dead[64];
     int ndead;
@@ -511,6 +512,8 @@ on_request(struct evhttp_request *req, void *arg)
         op = FAKE_VERSION;
     } else if (strcmp(path, "/events") == 0) {
         op = FAKE_EVENTS;
+        snprintf(fe->events_query, sizeof(fe->events_query), "%s",
+                 q != NULL ? q : "");
     } else if (strcmp(path, "/containers/json") == 0) {
         op = FAKE_LIST;
     } else if (strncmp(path, "/containers/", 12) == 0 &&
@@ -815,4 +818,10 @@ fake_engine_set_bulk(struct fake_engine *fe, const char *id,
     c->bulk = members != NULL ? strdup(members) : NULL;
     if (members != NULL && c->bulk == NULL)
         abort();
+}
+
+const char *
+fake_engine_events_query(const struct fake_engine *fe)
+{
+    return fe->events_query;
 }

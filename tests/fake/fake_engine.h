@@ -90,5 +90,7 @@ int fake_engine_max_concurrent_deletes(const struct fake_engine *fe);
 /* Does the engine still have the container? */
 int fake_engine_has(const struct fake_engine *fe, const char *id);
 int fake_engine_open_streams(const struct fake_engine *fe);
+/* The query string of the last /events request ("" before one). */
+const char *fake_engine_events_query(const struct fake_engine *fe);
 
 #endif

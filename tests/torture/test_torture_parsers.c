@@ -371,7 +371,7 @@ static const char *const events_want[] = {
     "start/2 " ID42 " 1796213267127539672 - t42 reapd-test:1 [" T42A "]",
     "die/4 " ID42 " 1796213267253993408 42 t42 reapd-test:1 "
     "[exitCode=42," T42A "]",
-    "destroy/12 " ID42 " 1796213267372551033 - t42 reapd-test:1 [" T42A "]",
+    "destroy/6 " ID42 " 1796213267372551033 - t42 reapd-test:1 [" T42A "]",
 };
 #define NEVENTS (sizeof(events_want) / sizeof(events_want[0]))
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <curl/curl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <stdio.h>
@@ -19,6 +20,7 @@
 
 #include "bounds.h"
 #include "docker.h"
+#include "events.h"
 #include "fake_engine.h"
 #include "lifecycle.h"
 #include "log.h"
@@ -647,6 +649,66 @@ t_e2e_events_and_reconnect(void **state)
     e2e_free(e);
 }
 
+/* The subscription asks the engine for the actions reapd acts on only
+ * (events.c's table), at the first connect and at a reconnect, after the
+ * replay (which asks for every type): the engine then sends no exec,
+ * health-check, attach or kill events. */
+static void
+check_events_filter(const char *query)
+{
+    static const char want[] =
+        "{\"type\":[\"container\"],\"event\":[\"create\",\"start\","
+        "\"restart\",\"die\",\"destroy\",\"rename\"]}";
+    static const char *const acted[] = {"create", "start",   "restart",
+                                        "die",    "destroy", "rename"};
+    CURL *h = curl_easy_init();
+    const char *f = strstr(query, "filters=");
+    const char *end;
+    char *json;
+    size_t i;
+
+    assert_non_null(h);
+    assert_non_null(f);
+    f += strlen("filters=");
+    end = strchr(f, '&');
+    json = curl_easy_unescape(h, f, end != NULL ? (int)(end - f) : 0, NULL);
+    assert_non_null(json);
+    assert_string_equal(json, want);
+    /* Each action the filter names is one the parser maps. */
+    for (i = 0; i < sizeof(acted) / sizeof(acted[0]); i++) {
+        assert_non_null(strstr(json, acted[i]));
+        assert_int_not_equal(events_action_from_string(acted[i]),
+                             DOCKER_EV_OTHER);
+    }
+    curl_free(json);
+    curl_easy_cleanup(h);
+}
+
+static void
+t_e2e_events_filtered(void **state)
+{
+    struct e2e *e = e2e_subscribed();
+
+    (void)state;
+    check_events_filter(fake_engine_events_query(e->fe));
+    assert_null(strstr(fake_engine_events_query(e->fe), "since="));
+    fake_engine_add(e->fe, A, "a", NULL, NULL, 1);
+    TU_RUN_UNTIL(e->l, e->events >= 2, 3000);
+    fake_engine_cut_streams(e->fe);
+    /* The replay first, of every type: its count says whether the
+     * engine's buffer was full (it keeps every type's events together). */
+    TU_RUN_UNTIL(e->l,
+                 strncmp(fake_engine_events_query(e->fe), "until=", 6) == 0,
+                 3000);
+    assert_null(strstr(fake_engine_events_query(e->fe), "filters="));
+    TU_RUN_UNTIL(e->l,
+                 strstr(fake_engine_events_query(e->fe), "filters=") != NULL,
+                 3000);
+    check_events_filter(fake_engine_events_query(e->fe));
+    assert_non_null(strstr(fake_engine_events_query(e->fe), "&since="));
+    e2e_free(e);
+}
+
 /* A flood of bad events: each stepped over, the stream never reconnected,
  * the checkpoint moved past those with a time, one log line at most. */
 static void
@@ -767,6 +829,7 @@ main(void)
         cmocka_unit_test(t_e2e_version_fault_retried),
         cmocka_unit_test(t_e2e_no_engine),
         cmocka_unit_test(t_e2e_events_and_reconnect),
+        cmocka_unit_test(t_e2e_events_filtered),
         cmocka_unit_test(t_e2e_rejected_events),
         cmocka_unit_test(t_regress_stop_watch_from_on_event),
     };

@@ -208,14 +208,13 @@ test_action_from_string(void **state)
         {"start", DOCKER_EV_START},
         {"restart", DOCKER_EV_RESTART},
         {"die", DOCKER_EV_DIE},
-        {"oom", DOCKER_EV_OOM},
-        {"kill", DOCKER_EV_KILL},
-        {"stop", DOCKER_EV_STOP},
-        {"pause", DOCKER_EV_PAUSE},
-        {"unpause", DOCKER_EV_UNPAUSE},
         {"rename", DOCKER_EV_RENAME},
-        {"update", DOCKER_EV_UPDATE},
         {"destroy", DOCKER_EV_DESTROY},
+        {"oom", DOCKER_EV_OTHER},
+        {"kill", DOCKER_EV_OTHER},
+        {"stop", DOCKER_EV_OTHER},
+        {"pause", DOCKER_EV_OTHER},
+        {"update", DOCKER_EV_OTHER},
         {"attach", DOCKER_EV_OTHER},
         {"exec_start: sh", DOCKER_EV_OTHER},
         {"health_status: healthy", DOCKER_EV_OTHER},
@@ -293,7 +292,7 @@ test_new_api_shape(void **state)
     assert_int_equal(rec.seen[1].nattrs, 0);
     assert_int_equal(rec.seen[1].has_name, 0);
     assert_int_equal(rec.seen[1].has_image, 0);
-    assert_int_equal(rec.seen[2].action, DOCKER_EV_KILL);
+    assert_int_equal(rec.seen[2].action, DOCKER_EV_OTHER);
     assert_string_equal(rec.seen[2].id, ID2);
     free(r);
     free(text);
@@ -475,7 +474,7 @@ test_attributes(void **state)
     /* A non-string name is no name. */
     assert_int_equal(rec.seen[2].has_name, 0);
     assert_int_equal(rec.seen[2].nattrs, 0);
-    assert_int_equal(rec.seen[3].action, DOCKER_EV_STOP);
+    assert_int_equal(rec.seen[3].action, DOCKER_EV_OTHER);
     assert_int_equal(rec.seen[3].nattrs, 0);
     free(r);
     free(text);
