@@ -47,6 +47,10 @@ struct unsaved {
 
 /* ---- reports.jsonl, the store, the reports kept in memory ------------ */
 
+static void keep_unsaved(struct reaper *r, const char *id, const char *cid,
+                         const char *json, size_t len, bool only_copy);
+static void journal_stored(struct reaper *r);
+
 /* Without an upstream, reports.jsonl and the store are where a report
  * goes: it is delivered as it is stored, and retention applies. */
 static int
@@ -60,9 +64,9 @@ store_add(struct reaper *r, const char *id, const char *cid, const char *json,
 }
 
 /* Stores one report (it is already in reports.jsonl). */
-int
-reportwrite_store(struct reaper *r, const char *id, const char *cid,
-                  const char *json, size_t len)
+static int
+store_one(struct reaper *r, const char *id, const char *cid, const char *json,
+          size_t len)
 {
     int rc = store_add(r, id, cid, json, len);
 
@@ -77,8 +81,12 @@ reportwrite_store(struct reaper *r, const char *id, const char *cid,
     return rc < 0 ? -1 : 0;
 }
 
-int
-reportwrite_store_many(struct reaper *r, struct store_new_report *v, size_t n)
+/* store_one for `n` reports in one transaction (store_add_reports: at
+ * most STORE_REPORTS_MAX): 0 when committed, and then v[i].result is
+ * STORE_OK for each one stored now or before (a duplicate), an error for
+ * one refused; -1: none stored. */
+static int
+store_batch(struct reaper *r, struct store_new_report *v, size_t n)
 {
     int rc;
     size_t i;
@@ -136,9 +144,13 @@ journal_catch_up(struct reaper *r)
     return true;
 }
 
-int
-reportwrite_journal_append_many(struct reaper *r, const struct report_line *v,
-                                size_t n)
+/* Appends `n` reports' lines to reports.jsonl (r->rl, not NULL) in one
+ * write and one sync: 0, or -1 with errno. EAGAIN: the journal's
+ * checkpoint could not be reset after a rotation yet (the state's disk
+ * full), and lines appended now would lie before it, never replayed; the
+ * caller then stores the reports as ones in no journal. */
+static int
+journal_append(struct reaper *r, const struct report_line *v, size_t n)
 {
     if (r->store != NULL && !journal_catch_up(r)) {
         errno = EAGAIN;
@@ -237,8 +249,8 @@ journal_movable(const struct reaper *r)
  * waiting in memory for a full disk to free up): move the journal
  * checkpoint (batched with the next flush; a checkpoint that lags only
  * makes the replay meet duplicates), and rotate a file grown too big. */
-void
-reportwrite_journal_stored(struct reaper *r)
+static void
+journal_stored(struct reaper *r)
 {
     if (r->rl == NULL || r->store == NULL || r->ps.nunsaved > 0)
         return;
@@ -281,7 +293,7 @@ on_journal_line(const char *line, size_t len, void *arg)
         return; /* the usual case: the checkpoint lagged a little */
     groupcommit_result(r->ps.gc, rc, "storing a recovered report");
     if (rc < 0) {
-        reportwrite_keep_unsaved(r, id, cid, line, len, false);
+        keep_unsaved(r, id, cid, line, len, false);
         return;
     }
     rp->recovered++;
@@ -334,13 +346,18 @@ recover_journal(struct reaper *r)
                  "recovered %zu reports from %s that the state database "
                  "had lost (a power loss?); they will be delivered",
                  rp.recovered, report_log_path(r->rl));
-    reportwrite_journal_stored(r);
+    journal_stored(r);
     return 0;
 }
 
-void
-reportwrite_keep_unsaved(struct reaper *r, const char *id, const char *cid,
-                         const char *json, size_t len, bool only_copy)
+/* Keeps a copy of a report the store could not take, retried until it
+ * does; said when even that fails. `only_copy`: the report is not in
+ * reports.jsonl either (its append failed too); the container's stored
+ * record then stays until the store takes the report (the caller marks
+ * the record: c->report_only_in_memory). */
+static void
+keep_unsaved(struct reaper *r, const char *id, const char *cid,
+             const char *json, size_t len, bool only_copy)
 {
     struct unsaved *u;
 
@@ -380,8 +397,7 @@ reportwrite_retry(struct reaper *r)
 
         /* The only copy: the store's commit is synced. */
         store_set_journaled(r->store, r->rl != NULL && !u->only_copy);
-        rc = reportwrite_store(r, u->report_id, u->container_id, u->json,
-                               u->len);
+        rc = store_one(r, u->report_id, u->container_id, u->json, u->len);
         store_set_journaled(r->store, r->rl != NULL);
         if (rc != 0) {
             groupcommit_retry_later(r->ps.gc);
@@ -403,13 +419,18 @@ reportwrite_retry(struct reaper *r)
         free(u->json);
         free(u);
     }
-    reportwrite_journal_stored(r);
+    journal_stored(r);
     return true;
 }
 
-bool
-reportwrite_find_unsaved(const struct reaper *r, reportwrite_unsaved_cb cb,
-                         void *arg)
+/* Visits the reports waiting in memory for the store, oldest first, until
+ * `cb` returns true; returns that. */
+typedef bool (*unsaved_cb)(const char *report_id, const char *container_id,
+                           int64_t made_ms, const char *json, size_t len,
+                           void *arg);
+
+static bool
+find_unsaved(const struct reaper *r, unsaved_cb cb, void *arg)
 {
     const struct unsaved *u;
 
@@ -512,7 +533,7 @@ already_reported(const struct rec *c)
 
     if (!die_only && !c->loaded)
         return false;
-    if (reportwrite_find_unsaved(c->r, covers_unsaved, &m)) {
+    if (find_unsaved(c->r, covers_unsaved, &m)) {
         log_info(c->id, "%s (report %s, not yet stored); not reported again",
                  m.why, m.report_id);
         return true;
@@ -858,7 +879,7 @@ journal_some(struct reaper *r, struct queued *v, size_t n)
     if (k == 0 || r->rl == NULL)
         return;
     errno = 0;
-    journaled = reportwrite_journal_append_many(r, lines, k) == 0;
+    journaled = journal_append(r, lines, k) == 0;
     e = errno;
     if (journaled)
         r->st.report_writes++;
@@ -919,7 +940,7 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
         /* One not in the journal: the store's own commit must be
          * synced. */
         store_set_journaled(r->store, journaled);
-        if (reportwrite_store_many(r, sv, n) != 0)
+        if (store_batch(r, sv, n) != 0)
             for (i = 0; i < n; i++)
                 sv[i].result = STORE_ERROR;
         else if (store_reports_checkpoint_written(r->store))
@@ -928,8 +949,8 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
     }
     for (i = 0; i < n; i++) {
         if (r->store != NULL && sv[i].result != STORE_OK) {
-            reportwrite_keep_unsaved(r, v[i].report_id, v[i].c->id, v[i].json,
-                                     v[i].len, !v[i].journaled);
+            keep_unsaved(r, v[i].report_id, v[i].c->id, v[i].json, v[i].len,
+                         !v[i].journaled);
             v[i].c->report_only_in_memory = !v[i].journaled;
             continue;
         }
@@ -939,7 +960,7 @@ commit_some(struct reaper *r, struct queued *v, size_t n)
         made(r, &v[i]);
     }
     if (stored && r->store != NULL)
-        reportwrite_journal_stored(r);
+        journal_stored(r);
 }
 
 /* Writes the reports queued and not yet written. */

@@ -78,49 +78,6 @@ void reportwrite_drop_unsaved(struct reaper *r);
  * second). */
 bool reportwrite_retry(struct reaper *r);
 
-/* The steps of a write, used within this module. */
-
-/* Stores one report already in reports.jsonl: 0, or -1 (not stored). A
- * report stored before (a restart) counts as stored. The strings are
- * borrowed. */
-int reportwrite_store(struct reaper *r, const char *id, const char *cid,
-                      const char *json, size_t len);
-/* Keeps a copy of a report the store could not take, retried until it
- * does; said when even that fails. `only_copy`: the report is not in
- * reports.jsonl either (its append failed too); the container's stored
- * record then stays until the store takes the report (the caller marks
- * the record: c->report_only_in_memory). */
-void reportwrite_keep_unsaved(struct reaper *r, const char *id,
-                              const char *cid, const char *json, size_t len,
-                              bool only_copy);
-/* Appends `n` reports' lines to reports.jsonl (r->rl, not NULL) in one
- * write and one sync (report_log_append_many: at most
- * REPORT_LOG_LINES_MAX): 0, or -1 with errno. EAGAIN: the journal's
- * checkpoint could not be reset after a rotation yet (the state's disk
- * full), and lines appended now would lie before it, never replayed; the
- * caller then stores the reports as ones in no journal. */
-int reportwrite_journal_append_many(struct reaper *r,
-                                    const struct report_line *v, size_t n);
-/* reportwrite_store for `n` reports in one transaction
- * (store_add_reports: at most STORE_REPORTS_MAX): 0 when committed, and
- * then v[i].result is STORE_OK for each one stored now or before (a
- * duplicate), an error for one refused; -1: none stored. */
-int reportwrite_store_many(struct reaper *r, struct store_new_report *v,
-                           size_t n);
-/* Every report in reports.jsonl is in the store: the journal checkpoint
- * moves (batched with the next flush), and a file past
- * reports_log.max_bytes is rotated. Nothing, while one waits in memory
- * (a full disk). */
-void reportwrite_journal_stored(struct reaper *r);
-/* Visits the reports waiting in memory for the store, oldest first, until
- * `cb` returns true; returns that. */
-typedef bool (*reportwrite_unsaved_cb)(const char *report_id,
-                                       const char *container_id,
-                                       int64_t made_ms, const char *json,
-                                       size_t len, void *arg);
-bool reportwrite_find_unsaved(const struct reaper *r,
-                              reportwrite_unsaved_cb cb, void *arg);
-
 /* Makes c's report (nothing when its policy does not report) and queues
  * it for the end of this loop turn: c->report_due until it is written
  * (or kept in memory for a full disk), and c is forgotten only after
