@@ -1568,6 +1568,27 @@ t_relist_sliced(void **state)
     h_free(h);
 }
 
+/* `n` running managed containers listed (ids from `first`), and reapd on
+ * a store in h->dir whose group commit has the given bounds, not started
+ * yet: the store, the caller's to close (h_drop_store). */
+static struct store *
+h_listed_on_store(struct tu_reapd *h, unsigned first, int n, int ckpt_pages,
+                  int wal_max_pages, size_t backlog)
+{
+    struct store *st = NULL;
+    char id[CTR_ID_SIZE], err[256];
+    int i;
+
+    for (i = 0; i < n; i++) {
+        snprintf(id, sizeof(id), "%064x", first + (unsigned)i);
+        fake_engine_add(h->fe, id, "listed", MANAGED, NULL, 0);
+    }
+    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
+    reaper_set_store(h->r, st);
+    groupcommit_set_bounds(h->r->ps.gc, ckpt_pages, wal_max_pages, backlog);
+    return st;
+}
+
 /*
  * A relist of thousands of containers commits without a pause: no copy
  * of the WAL on the bio thread catches up. Once the WAL is at its bound,
@@ -1587,19 +1608,11 @@ t_relist_waits_for_wal_copy(void **state)
     struct event_base *base = loop_base(h->l);
     struct groupcommit_stats gs;
     struct reaper_stats rs;
-    struct store *st = NULL;
-    char id[CTR_ID_SIZE], err[256];
+    struct store *st = h_listed_on_store(h, 0x5a1000, N, 4, 32, BACKLOG);
     size_t pending, most = 0;
-    int i, frames, last = 0, restarts = 0, held = 0, turns = 0;
+    int frames, last = 0, restarts = 0, held = 0, turns = 0;
 
     (void)state;
-    for (i = 0; i < N; i++) {
-        snprintf(id, sizeof(id), "%064x", 0x5a1000 + i);
-        fake_engine_add(h->fe, id, "listed", MANAGED, NULL, 0);
-    }
-    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-    reaper_set_store(h->r, st);
-    groupcommit_set_bounds(h->r->ps.gc, 4, 32, BACKLOG);
     assert_int_equal(reaper_start(h->r), 0);
     do {
         event_base_loop(base, EVLOOP_ONCE);
@@ -1642,21 +1655,13 @@ t_flush_waits_for_wal_copy(void **state)
     struct event_base *base = loop_base(h->l);
     struct groupcommit_stats gs;
     struct reaper_stats rs;
-    struct store *st = NULL;
-    char id[CTR_ID_SIZE], err[256];
+    struct store *st = h_listed_on_store(h, 0x5b1000, N, 4, 16, 4096);
     long long t0 = (long long)report_now_ms() * 1000000;
-    int i, frames, last = 0, restarts = 0, held = 0, turns = 0;
+    int frames, last = 0, restarts = 0, held = 0, turns = 0;
     bool was_holding = false;
 
     (void)state;
-    for (i = 0; i < N; i++) {
-        snprintf(id, sizeof(id), "%064x", 0x5b1000 + i);
-        fake_engine_add(h->fe, id, "listed", MANAGED, NULL, 0);
-    }
     fake_engine_add(h->fe, A, "busy", NULL, NULL, 0);
-    assert_int_equal(store_open(h->dir, &st, err, sizeof(err)), STORE_OK);
-    reaper_set_store(h->r, st);
-    groupcommit_set_bounds(h->r->ps.gc, 4, 16, 4096);
     reaper_set_relist_slice_ns(h->r, 10000000000ull);
     assert_int_equal(reaper_start(h->r), 0);
     do {
