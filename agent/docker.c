@@ -610,17 +610,9 @@ open_events(struct docker *d)
                      (long long)(until % 1000000000));
         d->replay_since = next;
     } else {
-        /* filters={"type":["container"],"event":["create","start",
-         * "restart","die","destroy","rename"]}: the actions reapd acts on
-         * (events.c's table), so that the engine sends no other (a
-         * health check's or an exec's three, attach, kill...). */
-        n = snprintf(url, sizeof(url),
-                     "http://docker/v%s/events?filters=%%7B%%22type%%22%%3A"
-                     "%%5B%%22container%%22%%5D%%2C%%22event%%22%%3A%%5B"
-                     "%%22create%%22%%2C%%22start%%22%%2C%%22restart%%22%%2C"
-                     "%%22die%%22%%2C%%22destroy%%22%%2C%%22rename%%22%%5D"
-                     "%%7D",
-                     d->api);
+        /* Only the actions the parser maps (events_filter_query). */
+        n = snprintf(url, sizeof(url), "http://docker/v%s/events?filters=%s",
+                     d->api, events_filter_query);
     }
     if (next > 0)
         snprintf(url + n, sizeof(url) - (size_t)n, "&since=%lld.%09lld",

@@ -74,6 +74,14 @@ static const struct {
     {"rename", DOCKER_EV_RENAME},   {"destroy", DOCKER_EV_DESTROY},
 };
 
+/* {"type":["container"],"event":["create","start","restart","die",
+ * "destroy","rename"]}: the table's actions, so that the engine sends no
+ * other (a health check's or an exec's three, attach, kill...). */
+const char events_filter_query[] =
+    "%7B%22type%22%3A%5B%22container%22%5D%2C%22event%22%3A%5B"
+    "%22create%22%2C%22start%22%2C%22restart%22%2C"
+    "%22die%22%2C%22destroy%22%2C%22rename%22%5D%7D";
+
 enum event_action
 events_action_from_string(const char *s)
 {

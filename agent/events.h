@@ -26,7 +26,7 @@
 #include <stdint.h>
 
 /* The actions reapd acts on; the events subscription asks the engine for
- * these only (docker.c). */
+ * these only (events_filter_query). */
 enum event_action {
     DOCKER_EV_OTHER = 0, /* anything else (exec_*, health_status, kill...) */
     DOCKER_EV_CREATE,
@@ -122,5 +122,10 @@ size_t events_parser_pending(const struct events_parser *p);
 
 /* "die" -> DOCKER_EV_DIE, unknown -> DOCKER_EV_OTHER. */
 enum event_action events_action_from_string(const char *s);
+
+/* The events subscription's filter, URL-encoded (the value of
+ * `filters=`): container events of the actions above only, so that the
+ * engine sends no other. */
+extern const char events_filter_query[];
 
 #endif
