@@ -30,6 +30,9 @@ go(struct lc *c, struct lc_result *res, enum lc_state to, const char *why)
     c->state = to;
     res->to = to;
     res->reason = why;
+    /* Whatever moves it out of running ends the check of its task. */
+    if (to != LC_RUNNING)
+        c->task_missing = 0;
 }
 
 static uint64_t
@@ -143,7 +146,8 @@ settle_from_containerd(struct lc *c, int other)
 {
     if (!c->task_exit_seen)
         return false;
-    if (c->task_exit_code == 255 && other >= 0)
+    if (c->task_exit_code == 255 &&
+        (other >= 0 || (c->anomalies & LC_AN_TASK_LOST)))
         return false;
     c->exit_known = true;
     c->exit_code = c->task_exit_code;
@@ -200,6 +204,7 @@ back_to_running(struct lc *c, struct lc_result *res, const char *why)
     clear_task_facts(c);
     c->ran = true;
     c->restarting = false;
+    c->task_missing = 0;
     c->destroy_seen = false;
     c->gone_polled = false;
     go(c, res, LC_RUNNING, why);
@@ -244,9 +249,10 @@ watch_restart(struct lc *c, struct lc_result *res, enum lc_run run)
     bool was = c->restarting;
 
     c->restarting = run == LC_RUN_RESTARTING;
-    if (c->restarting)
+    if (c->restarting) {
+        c->task_missing = 0; /* no task while it waits to restart */
         poll_later(c, res, 0);
-    else if (was)
+    } else if (was)
         push(res, ACT_STEP_CANCEL, 0, 0);
 }
 
@@ -306,7 +312,8 @@ settle_from_event(struct lc *c)
         return;
     if (settle_from_containerd(c, known_not_255(c, -1)))
         return;
-    if (c->die_has_code) {
+    /* The engine's die for a lost task is made up when it is killed. */
+    if (c->die_has_code && !(c->anomalies & LC_AN_TASK_LOST)) {
         c->exit_known = true;
         c->exit_code = c->die_code;
         c->source = LC_SRC_EVENT;
@@ -363,11 +370,45 @@ after_settle(struct lc *c, struct lc_result *res)
     push(res, ACT_WANT_SLOT, 0, 0);
 }
 
+/*
+ * The engine says it runs, yet containerd had no task for it, listed nor
+ * asked: the task went with a containerd restart, and the engine never
+ * heard (26 and later drop a task whose shim they lost). Its code is gone
+ * from the node. It is settled as unknown and removed (by force: no
+ * process is left to kill), or kept as the policy says.
+ */
+static bool in_cleanup(enum lc_state s);
+
+static void
+lose_task(struct lc *c, uint64_t now, struct lc_result *res)
+{
+    c->exited = true;
+    c->exited_at_ms = now;
+    c->task_trouble = true;
+    c->anomalies |= LC_AN_TASK_LOST;
+    settle_from_event(c);
+    go(c, res, LC_SETTLING, NULL);
+    after_settle(c, res);
+    if (in_cleanup(c->state))
+        push(res, ACT_DEADLINES, (uint64_t)c->p.warn_after_ms,
+             (uint64_t)c->p.give_up_after_ms);
+    res->reason = "its task is lost: the engine says it runs, containerd "
+                  "has no task";
+}
+
 static bool
 is_live(enum lc_run r)
 {
     return r == LC_RUN_RUNNING || r == LC_RUN_PAUSED ||
            r == LC_RUN_RESTARTING || r == LC_RUN_CREATED;
+}
+
+/* What the engine says, but for a lost task's "running": that is the
+ * engine not knowing, until a start event says it runs again. */
+static bool
+engine_live(const struct lc *c, enum lc_run r)
+{
+    return is_live(r) && !(c->anomalies & LC_AN_TASK_LOST);
 }
 
 static bool
@@ -444,6 +485,11 @@ on_die(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     switch (c->state) {
     case LC_KEPT:
     case LC_ABANDONED:
+        /* The engine hearing at last of the lost task reported. */
+        if (c->anomalies & LC_AN_TASK_LOST) {
+            res->reason = "die of the lost task already reported";
+            return;
+        }
         /* A new run whose start we missed. */
         reset_exit(c);
         c->destroy_seen = c->gone_polled = false;
@@ -478,7 +524,7 @@ on_start(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 static void
 on_found(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
-    bool live = is_live(o->inspect.run);
+    bool live = engine_live(c, o->inspect.run);
 
     switch (c->state) {
     case LC_RUNNING:
@@ -521,11 +567,20 @@ static void
 on_inspect(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
     const struct lc_inspect *in = &o->inspect;
-    bool live = is_live(in->run);
+    bool live = engine_live(c, in->run);
 
     switch (c->state) {
     case LC_RUNNING:
+        if (live && c->task_missing == 2 && !c->task_exit_seen &&
+            (in->run == LC_RUN_RUNNING || in->run == LC_RUN_PAUSED)) {
+            lose_task(c, o->now_ms, res);
+            return;
+        }
         if (live) {
+            if (c->task_missing == 2) { /* it has a task after all */
+                c->task_missing = 0;
+                push(res, ACT_STEP_CANCEL, 0, 0);
+            }
             if (in->run != LC_RUN_CREATED)
                 c->ran = true;
             c->inspect_failures = 0;
@@ -650,7 +705,7 @@ static void
 on_inspect_failed(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
     if (c->state != LC_SETTLING && c->state != LC_CONFIRMING &&
-        !(c->state == LC_RUNNING && c->restarting))
+        !(c->state == LC_RUNNING && (c->restarting || c->task_missing == 2)))
         return;
     c->inspect_failures++;
     /* A slow or failed inspect never ends the wait; it is retried. */
@@ -716,8 +771,12 @@ on_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     (void)o;
     switch (c->state) {
     case LC_RUNNING:
-        if (c->restarting)
+        if (c->restarting || c->task_missing == 2)
             want_inspect(c, res);
+        else if (c->task_missing == 1 && !c->task_get_inflight) {
+            c->task_get_inflight = c->task_get_missing = true;
+            push(res, ACT_TASK_GET, 0, 0);
+        }
         return;
     case LC_SETTLING:
     case LC_CONFIRMING:
@@ -827,9 +886,56 @@ on_task_delete_event(struct lc *c, const struct lc_obs *o,
         want_task_get(c, res);
 }
 
+/* A task list did not hold the task of a running container. Its exit may
+ * only be on its way to the engine (TaskExit missed with the channel
+ * down): asked again after a while, Tasks.Get then inspect. */
+static void
+on_task_missing(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    (void)o;
+    if (c->state != LC_RUNNING || !c->ran || c->restarting ||
+        c->task_exit_seen || c->task_missing != 0)
+        return;
+    c->task_missing = 1;
+    push(res, ACT_STEP_TIMER, LC_TASK_MISSING_MS, 0);
+    res->reason = "its task is not listed; asking again";
+}
+
+static void
+on_missing_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
+{
+    switch (o->kind) {
+    case OBS_TASK_GONE:
+        c->task_missing = 2;
+        c->task_failures = 0;
+        want_inspect(c, res);
+        res->reason = "its task is gone; asking the engine";
+        return;
+    case OBS_TASK_PRESENT:
+        c->task_missing = 0;
+        c->task_failures = 0;
+        push(res, ACT_STEP_CANCEL, 0, 0);
+        res->reason = "its task is there after all";
+        return;
+    default: /* OBS_TASK_FAILED */
+        c->task_failures++;
+        push(res, ACT_STEP_TIMER, retry_delay(c, c->task_failures, o->rnd), 0);
+        res->reason = "Tasks.Get failed; retrying";
+        return;
+    }
+}
+
 static void
 on_task_result(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {
+    if (c->task_get_missing) {
+        c->task_get_missing = false;
+        if (c->state == LC_RUNNING && c->task_missing == 1)
+            on_missing_result(c, o, res);
+        else if (c->state == LC_TASK_CONFIRMING)
+            want_task_get(c, res); /* asked before this phase: again */
+        return;
+    }
     if (c->state != LC_TASK_CONFIRMING)
         return; /* stale */
     switch (o->kind) {
@@ -966,6 +1072,8 @@ lc_resume(struct lc *c, uint64_t now_ms, uint64_t since_exit_ms,
     res->from = res->to = c->state;
     c->inspect_inflight = c->delete_inflight = false;
     c->task_get_inflight = c->task_delete_inflight = false;
+    c->task_get_missing = false;
+    c->task_missing = 0;
     c->ctr_delete_inflight = false;
     c->has_slot = false;
     if (c->exited)
@@ -1113,6 +1221,9 @@ lc_step(struct lc *c, const struct lc_obs *o, struct lc_result *res)
     case OBS_CTR_DELETE_FAILED:
         on_reap_result(c, o, res);
         break;
+    case OBS_TASK_MISSING:
+        on_task_missing(c, o, res);
+        break;
     case OBS_CTRD_OUTAGE:
         /* The engine's cleanup of an exit may have run while containerd
          * was away: its Containers.Delete refused, the task gone but the
@@ -1166,6 +1277,7 @@ lc_obs_name(enum lc_obs_kind k)
         "ctr_delete_done",
         "ctr_delete_failed",
         "ctrd_outage",
+        "task_missing",
     };
     return (unsigned)k < OBS_NKINDS ? names[k] : "invalid";
 }
@@ -1209,6 +1321,8 @@ lc_anomaly_name(enum lc_anomaly a)
         return "metadata_truncated";
     case LC_AN_EXITED_ENGINE_DOWN:
         return "exited_while_engine_down";
+    case LC_AN_TASK_LOST:
+        return "task_lost";
     default:
         return NULL;
     }

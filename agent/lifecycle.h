@@ -68,6 +68,11 @@ enum lc_anomaly {
      * itself was down (no die event): the code is what the engine
      * recovered at its restart (255 from Docker 26 on; engines.md). */
     LC_AN_EXITED_ENGINE_DOWN = 1u << 9,
+    /* The engine says it runs, but containerd has no task for it (the
+     * task went with a containerd restart and the engine never heard):
+     * its code is gone, and the engine's "running" is not believed until
+     * a start event. */
+    LC_AN_TASK_LOST = 1u << 10,
 };
 
 /* What the engine said of the container's state (inspect or list). */
@@ -117,8 +122,10 @@ enum lc_obs_kind {
     OBS_TASK_DELETE_FAILED,
     OBS_CTR_DELETE_DONE, /* our Containers.Delete: OK or NOT_FOUND */
     OBS_CTR_DELETE_FAILED,
-    OBS_CTRD_OUTAGE, /* containerd's event stream was lost, or subscribed
-                        again: the engine's own calls may have failed */
+    OBS_CTRD_OUTAGE,  /* containerd's event stream was lost, or subscribed
+                         again: the engine's own calls may have failed */
+    OBS_TASK_MISSING, /* a task list without the task of a container the
+                         record has running */
     OBS_NKINDS
 };
 
@@ -208,7 +215,11 @@ struct lc {
     bool task_trouble;
     unsigned task_failures;
     unsigned task_gone_polls; /* Tasks.Get 404s without /tasks/delete */
-    int task_deleted;         /* report: 1, 0, or -1 (null: no containerd) */
+    /* Running, its task not listed: 1 waits to ask Tasks.Get, 2 (gone
+     * there too) waits for inspect; running still, the task is lost. */
+    uint8_t task_missing;
+    bool task_get_missing; /* the Tasks.Get in flight was task_missing's */
+    int task_deleted;      /* report: 1, 0, or -1 (null: no containerd) */
 };
 
 enum lc_act_kind {
@@ -237,6 +248,11 @@ struct lc_act {
 };
 
 #define LC_MAX_ACTIONS 10
+
+/* How long a task stays unlisted before Tasks.Get and inspect are asked:
+ * longer than the engine takes to say die once containerd dropped the
+ * task of an ordinary exit. */
+#define LC_TASK_MISSING_MS 10000
 
 struct lc_result {
     struct lc_act acts[LC_MAX_ACTIONS];

@@ -399,6 +399,10 @@ cleanup_metrics(struct evbuffer *b, const struct reaper_stats *st)
     metric(b, "reapd_exit_code_corrections_total", "counter",
            "Exits whose die event code differed from the true code.",
            st->exit_code_mismatches);
+    metric(b, "reapd_tasks_lost_total", "counter",
+           "Exits found only as a containerd task gone while the engine "
+           "said the container ran; their exit code is unknown.",
+           st->tasks_lost);
     evbuffer_add_printf(b, "# HELP reapd_containers_tracked Containers "
                            "tracked, by lifecycle state.\n"
                            "# TYPE reapd_containers_tracked gauge\n");

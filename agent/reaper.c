@@ -320,9 +320,13 @@ unsent(struct rec *c, bool *inflight)
 static void
 reaper_delete_written(struct rec *c, bool written)
 {
+    /* A lost task leaves the engine saying "running": only a forced
+     * DELETE removes it, and no process is left for it to kill. */
+    bool force = c->force || (c->lc.anomalies & LC_AN_TASK_LOST);
+
     if (written)
-        c->delete_req = docker_delete(c->r->d, c->id, c->force, c->volumes,
-                                      delete_done, c);
+        c->delete_req =
+            docker_delete(c->r->d, c->id, force, c->volumes, delete_done, c);
     if (c->delete_req == NULL)
         unsent(c, &c->lc.delete_inflight);
 }
@@ -476,6 +480,7 @@ reaper_feed(struct rec *c, const struct lc_obs *obs)
     struct reaper *r = c->r;
     struct lc_result res;
     struct lc_obs o = *obs;
+    uint32_t had;
 
     if (c->kind == R_IGNORED)
         return true;
@@ -494,7 +499,15 @@ reaper_feed(struct rec *c, const struct lc_obs *obs)
     r->obs_ns = loop_now_ns();
     o.now_ms = loop_now_ms();
     o.rnd = backoff_rand(&r->rnd);
+    had = c->lc.anomalies;
     lc_step(&c->lc, &o, &res);
+    if (c->lc.anomalies & ~had & LC_AN_TASK_LOST)
+        log_warn(c->id,
+                 "containerd has no task for it, yet the engine says "
+                 "it runs (containerd restarted as it exited): exit "
+                 "code unknown; %s",
+                 c->lc.state == LC_KEPT ? "kept, as its policy says"
+                                        : "removing it by force");
     if (!apply(c, &res)) {
         r->obs_ns = 0;
         return false;

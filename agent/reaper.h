@@ -92,6 +92,7 @@ struct reaper_stats {
      * written first (the state's disk full). */
     uint64_t deletes_held;
     uint64_t exit_code_mismatches;
+    uint64_t tasks_lost; /* reports of exits whose task containerd lost */
     uint64_t cleanup_slow;
     uint64_t gave_up;
     size_t tracked;

@@ -840,6 +840,8 @@ made(struct reaper *r, struct queued *e)
         r->st.exit_code_mismatches++;
     if (lc->anomalies & LC_AN_GAVE_UP)
         r->st.gave_up++;
+    if (lc->anomalies & LC_AN_TASK_LOST)
+        r->st.tasks_lost++;
     fields.report_id = e->report_id;
     fields.state = lc_state_name(lc->state);
     if (lc->exit_known)

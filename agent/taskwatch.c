@@ -45,17 +45,46 @@ tell(struct reaper *r, struct rec *c, enum lc_obs_kind kind)
 }
 
 /* A task list is either the reconcile after a (re)subscription or the
- * periodic audit; both are the same walk. */
+ * periodic audit; both are the same walk. Its init processes' container
+ * ids are sorted once: every running record is looked up in it. */
+struct task_listing {
+    const char **ids;
+    size_t n;
+};
+
+static int
+cmp_id(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 static bool
-task_listed(const struct ctrd_task *ts, size_t n, const char *id)
+is_init(const struct ctrd_task *t)
+{
+    return t->id[0] == '\0' || strcmp(t->id, t->container_id) == 0;
+}
+
+static int
+listing_init(struct task_listing *tl, const struct ctrd_task *ts, size_t n)
 {
     size_t i;
 
+    tl->n = 0;
+    tl->ids = malloc((n > 0 ? n : 1) * sizeof(*tl->ids));
+    if (tl->ids == NULL)
+        return -1;
     for (i = 0; i < n; i++)
-        if (strcmp(ts[i].container_id, id) == 0 &&
-            (ts[i].id[0] == '\0' || strcmp(ts[i].id, id) == 0))
-            return true;
-    return false;
+        if (is_init(&ts[i]))
+            tl->ids[tl->n++] = ts[i].container_id;
+    qsort(tl->ids, tl->n, sizeof(*tl->ids), cmp_id);
+    return 0;
+}
+
+static bool
+task_listed(const struct task_listing *tl, const char *id)
+{
+    return tl->n > 0 &&
+           bsearch(&id, tl->ids, tl->n, sizeof(*tl->ids), cmp_id) != NULL;
 }
 
 static struct leak *
@@ -153,7 +182,8 @@ leak_step(struct reaper *r, struct leak *lk)
 }
 
 static void
-audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
+audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n,
+           const struct task_listing *tl)
 {
     struct leak *lk, *next;
     size_t i;
@@ -165,7 +195,7 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
     for (i = 0; i < n; i++) {
         const struct ctrd_task *t = &ts[i];
 
-        if (t->id[0] != '\0' && strcmp(t->id, t->container_id) != 0)
+        if (!is_init(t))
             continue; /* an exec, not an init process */
         if (!docker_valid_id(t->container_id) ||
             ctable_find(&r->tab, t->container_id) != NULL)
@@ -192,18 +222,12 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
     /* Leaks the list no longer holds were deleted by someone. */
     for (lk = r->tw.leaks; lk != NULL; lk = next) {
         next = lk->next;
-        if (!lk->reaping && !task_listed(ts, n, lk->id))
+        if (!lk->reaping && !task_listed(tl, lk->id))
             leak_drop(r, lk);
     }
     for (lk = r->tw.leaks; lk != NULL; lk = lk->next)
         leak_step(r, lk);
 }
-
-/* The list of tasks being walked, for no_task_left. */
-struct task_listing {
-    const struct ctrd_task *ts;
-    size_t n;
-};
 
 /* Only exits being cleaned up: a kept container's next run must not
  * inherit this list's verdict. */
@@ -214,7 +238,18 @@ no_task_left(const struct rec *c, const void *arg)
 
     return c->kind == R_MANAGED && c->lc.exited && c->lc.state != LC_KEPT &&
            c->lc.state != LC_ABANDONED && !c->lc.task_delete_seen &&
-           !task_listed(tl->ts, tl->n, c->id);
+           !task_listed(tl, c->id);
+}
+
+/* Running by the record (and no TaskExit seen), yet unlisted: the engine
+ * may say it runs on a task containerd lost (lifecycle.c, lose_task). */
+static bool
+running_unlisted(const struct rec *c, const void *arg)
+{
+    const struct task_listing *tl = arg;
+
+    return c->kind == R_MANAGED && c->lc.state == LC_RUNNING && c->lc.ran &&
+           !c->lc.task_exit_seen && !task_listed(tl, c->id);
 }
 
 /* An operator asked for an audit while a list was in flight: one more,
@@ -233,12 +268,16 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
              const char *msg, void *arg)
 {
     struct reaper *r = arg;
-    struct task_listing tl = {ts, n};
+    struct task_listing tl = {NULL, 0};
     struct rec **notask;
     size_t nnotask, i;
 
     r->tw.task_list_req = NULL;
     r->tw.cb->call_done(r, REAPER_CALL_TASK_LIST, r->tw.task_list_t0);
+    if (st == CTRD_OK && listing_init(&tl, ts, n) != 0) {
+        st = CTRD_FAILED;
+        msg = "out of memory";
+    }
     r->tw.lists_done++;
     r->tw.last_ok = st == CTRD_OK;
     r->tw.last_tasks = st == CTRD_OK ? n : 0;
@@ -257,7 +296,12 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
     for (i = 0; notask != NULL && i < nnotask; i++)
         tell(r, notask[i], OBS_TASK_DELETE_EVENT);
     free(notask);
-    audit_walk(r, ts, n);
+    notask = ctable_collect(&r->tab, running_unlisted, &tl, &nnotask);
+    for (i = 0; notask != NULL && i < nnotask; i++)
+        tell(r, notask[i], OBS_TASK_MISSING);
+    free(notask);
+    audit_walk(r, ts, n, &tl);
+    free(tl.ids);
     audit_schedule(r);
     audit_again(r);
 }

@@ -380,6 +380,49 @@ engine_restart() {
   _engine_launch
 }
 
+# containerd_holdable: restart the engine so that dockerd starts its
+# containerd through a wrapper first on its PATH, which holds each start
+# while a hold is in force (dockerd's own restart of the containerd it
+# lost waits there). containerd_kill_held kills containerd and holds it
+# down; containerd_release lets it start and waits till it answers.
+containerd_holdable() {
+  mkdir -p "$D/bin"
+  cat >"$D/bin/containerd" <<'EOF'
+#!/bin/bash
+self=$(dirname "$0")
+while [ -e "$self/containerd.hold" ]; do sleep 0.1; done
+IFS=:
+for p in $PATH; do
+  if [ "$p" != "$self" ] && [ -x "$p/containerd" ]; then
+    exec "$p/containerd" "$@"
+  fi
+done
+echo "containerd wrapper: no containerd on PATH" >&2
+exit 127
+EOF
+  chmod 755 "$D/bin/containerd"
+  engine_term
+  ENGINE_PATH="$D/bin:$ENGINE_PATH"
+  engine_restart
+}
+
+containerd_kill_held() {
+  local cpid
+  cpid=$(_containerd_pid)
+  [ -n "$cpid" ] || fail "no containerd pid"
+  touch "$D/bin/containerd.hold"
+  kill -KILL "$cpid"
+  log "containerd $cpid killed; held down"
+}
+
+_ctrd_up() { "$CTR" -a "$(ctr_sock)" version >/dev/null 2>&1; }
+
+containerd_release() {
+  rm -f "$D/bin/containerd.hold"
+  wait_until 60 "containerd back" _ctrd_up
+  log "containerd back"
+}
+
 # engine_restart_until_up SECONDS: engine_restart, again and again (as
 # systemd's Restart= would) while dockerd exits during its start: it gives
 # up when its containerd cannot start, which lasts as long as a shim is

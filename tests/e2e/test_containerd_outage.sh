@@ -25,27 +25,7 @@ e2e_begin "$@"
 
 engine_start
 image_build
-# dockerd starts containerd through PATH: a wrapper first on it holds each
-# start while $D/bin/containerd.hold exists (dockerd's own restart of the
-# containerd it lost waits there), then execs the engine's containerd.
-mkdir -p "$D/bin"
-cat >"$D/bin/containerd" <<'EOF'
-#!/bin/bash
-self=$(dirname "$0")
-while [ -e "$self/containerd.hold" ]; do sleep 0.1; done
-IFS=:
-for p in $PATH; do
-  if [ "$p" != "$self" ] && [ -x "$p/containerd" ]; then
-    exec "$p/containerd" "$@"
-  fi
-done
-echo "containerd wrapper: no containerd on PATH" >&2
-exit 127
-EOF
-chmod 755 "$D/bin/containerd"
-engine_term
-ENGINE_PATH="$D/bin:$ENGINE_PATH"
-engine_restart
+containerd_holdable
 slowrunc_delay 5
 # The policy's delay keeps reapd's own removal until containerd is back:
 # the task phase then goes the ordinary way (the /tasks/delete seen, a
@@ -71,11 +51,7 @@ deleting() {
 }
 wait_until 20 "runc delete of A and B under way" deleting 2
 sleep 1
-cpid=$(_containerd_pid)
-[ -n "$cpid" ] || fail "no containerd pid"
-touch "$D/bin/containerd.hold"
-kill -KILL "$cpid"
-log "containerd $cpid killed amid the engine's task deletions; held down"
+containerd_kill_held
 # shellcheck disable=SC2317  # called through wait_until
 refused() {
   [ "$(grep -c "failed to delete container from containerd" "$D/dockerd.log")" -ge 2 ]
@@ -91,11 +67,7 @@ sleep 1
 # delete` of its own: no longer slow (each took 10 s on 28.5, and the
 # policy's delay must outlast the restart).
 slowrunc_delay 0
-rm -f "$D/bin/containerd.hold"
-# shellcheck disable=SC2317  # called through wait_until
-ctrd_up() { "$CTR" -a "$(ctr_sock)" version >/dev/null 2>&1; }
-wait_until 60 "containerd back" ctrd_up
-log "containerd back"
+containerd_release
 
 # What the engine left, seen while the policy's delay still holds reapd
 # back: A exited and unreported, its containerd container there; 20.10

@@ -343,6 +343,11 @@ check_report(const struct lc *b, const struct lc *a, const struct lc_result *r)
           (a->state == LC_DONE && a->destroy_seen));
     CHECK(a->state != LC_KEPT || (a->p.action == POLICY_KEEP && !a->removed));
     CHECK(a->exit_known == (a->source != LC_SRC_NONE));
+    /* A lost task's code is unknown; the engine's die (made when it is
+     * killed) never stands in for it, nor containerd's 255. */
+    if (a->anomalies & LC_AN_TASK_LOST)
+        CHECK(!a->exit_known ||
+              (a->source == LC_SRC_CONTAINERD && a->exit_code != 255));
     /* A die code that disagrees with the true code is always flagged. */
     CHECK(!(a->exit_known && a->die_has_code && a->die_code != a->exit_code) ||
           (a->anomalies & LC_AN_EXIT_CODE_MISMATCH));
@@ -405,10 +410,14 @@ check_timer(const struct lc *b, const struct lc_obs *o, const struct lc *a,
                                      (uint64_t)p->retry_max_ms, o->rnd));
         CHECK(ms >= (uint64_t)p->retry_base_ms / 2);
         CHECK(ms <= (uint64_t)p->retry_max_ms);
+    } else if (k == OBS_TASK_MISSING) {
+        CHECK(a->task_missing == 1 && b->task_missing == 0);
+        CHECK(ms == LC_TASK_MISSING_MS);
     } else if (k == OBS_TASK_FAILED || k == OBS_TASK_DELETE_FAILED ||
                k == OBS_CTR_DELETE_FAILED) {
         /* containerd calls: one count of consecutive failures. */
-        CHECK(task_state(a->state));
+        CHECK(task_state(a->state) ||
+              (a->state == LC_RUNNING && a->task_missing == 1));
         CHECK(a->task_failures == b->task_failures + 1);
         CHECK(ms == backoff_delay_ms(a->task_failures,
                                      (uint64_t)p->retry_base_ms,
@@ -482,6 +491,11 @@ check_containerd_outranks(const struct lc *a, bool reported, bool held,
     if (KNOWN_BUG_LATE_TASK_EXIT_IGNORED && !a->exit_known &&
         (a->anomalies & LC_AN_EXIT_UNKNOWN)) {
         known_bug_hits++;
+        return;
+    }
+    /* A lost task's 255 is containerd's word for "unknown". */
+    if (code == 255 && (a->anomalies & LC_AN_TASK_LOST)) {
+        CHECK(!a->exit_known || a->source != LC_SRC_CONTAINERD);
         return;
     }
     CHECK(a->exit_known);
@@ -646,8 +660,20 @@ check_step(const struct lc *b, const struct lc_obs *o,
     /* containerd requests only in the task phase (and only with the
      * channel), so none is outstanding anywhere else. */
     if (!task_state(a->state) && a->state != LC_DONE)
-        CHECK(!a->task_get_inflight && !a->task_delete_inflight &&
-              !a->ctr_delete_inflight);
+        CHECK((!a->task_get_inflight || a->task_get_missing) &&
+              !a->task_delete_inflight && !a->ctr_delete_inflight);
+    /* The check of a task not listed: only while running, its Tasks.Get
+     * marked as its own. */
+    CHECK(a->task_missing == 0 || a->state == LC_RUNNING);
+    CHECK(a->task_missing <= 2);
+    CHECK(!a->task_get_missing || a->task_get_inflight);
+    /* A task is lost only on inspect's word that it runs, after a list
+     * and Tasks.Get found no task, and no TaskExit came. */
+    if ((a->anomalies & LC_AN_TASK_LOST) && !(b->anomalies & LC_AN_TASK_LOST))
+        CHECK(o && o->kind == OBS_INSPECT && b->state == LC_RUNNING &&
+              b->task_missing == 2 && !b->task_exit_seen &&
+              (o->inspect.run == LC_RUN_RUNNING ||
+               o->inspect.run == LC_RUN_PAUSED));
 
     ntimer = count_act(r, ACT_STEP_TIMER);
     CHECK(ntimer <= 1);
@@ -656,9 +682,11 @@ check_step(const struct lc *b, const struct lc_obs *o,
 
         switch (x->kind) {
         case ACT_STEP_TIMER:
-            /* Or the watch on a container the engine is restarting. */
+            /* Or the watch on a container the engine is restarting, or
+             * on one whose task was not listed. */
             CHECK(cleanup_state(a->state) ||
-                  (a->state == LC_RUNNING && a->restarting));
+                  (a->state == LC_RUNNING &&
+                   (a->restarting || a->task_missing)));
             check_timer(b, o, a, x->ms);
             break;
         case ACT_DEADLINES:
@@ -683,7 +711,9 @@ check_step(const struct lc *b, const struct lc_obs *o,
             break;
         case ACT_TASK_GET:
             CHECK(a->p.containerd);
-            CHECK(a->state == LC_TASK_CONFIRMING);
+            CHECK(a->state == LC_TASK_CONFIRMING ||
+                  (a->state == LC_RUNNING && a->task_missing == 1 &&
+                   a->task_get_missing));
             break;
         case ACT_TASK_DELETE:
             CHECK(a->p.containerd && a->p.reap_leaked_tasks);
@@ -1107,6 +1137,10 @@ assert_report_(const struct sc *s, const struct want_report *w,
     {                                                                         \
         .kind = OBS_CTR_DELETE_FAILED                                         \
     }
+#define S_TMISSING                                                            \
+    {                                                                         \
+        .kind = OBS_TASK_MISSING                                              \
+    }
 
 enum {
     PR_REMOVE,       /* remove, no delay, warn, no give-up */
@@ -1484,6 +1518,32 @@ static const struct recipe recipes[] = {
      false,
      {S_START, S_TEXIT(7), S_TDELEV, END_STEP},
      M_CH},
+    {"running: its task not listed",
+     LC_RUNNING,
+     PR_REMOVE,
+     false,
+     {S_START, S_TMISSING, END_STEP},
+     M_CH},
+    {"running: its task not listed, nor found by Tasks.Get",
+     LC_RUNNING,
+     PR_REMOVE,
+     false,
+     {S_START, S_TMISSING, S_TSTEP, S_TGONE, END_STEP},
+     M_CH},
+    {"kept: its task lost",
+     LC_KEPT,
+     PR_KEEP,
+     false,
+     {S_START, S_TMISSING, S_TSTEP, S_TGONE, S_INSP(LC_RUN_RUNNING, 0),
+      END_STEP},
+     M_CH},
+    {"queued: its task lost",
+     LC_QUEUED,
+     PR_REMOVE,
+     false,
+     {S_START, S_TMISSING, S_TSTEP, S_TGONE, S_INSP(LC_RUN_RUNNING, 0),
+      END_STEP},
+     M_CH},
     {"running: restarted after TaskExit (facts cleared)",
      LC_RUNNING,
      PR_REMOVE,
@@ -1732,7 +1792,7 @@ run_recipe(const struct recipe *rc, unsigned mode, struct lc *c)
 }
 
 /* The observation variants of the sweep, in the table's column order. */
-#define NVARIANTS 40
+#define NVARIANTS 41
 
 static struct lc_obs
 variant(int v)
@@ -1781,7 +1841,9 @@ variant(int v)
         return ob_task_present(true);
     if (v <= 38)
         return ob(task_tail[v - 33]);
-    return ob(OBS_CTRD_OUTAGE);
+    if (v == 39)
+        return ob(OBS_CTRD_OUTAGE);
+    return ob(OBS_TASK_MISSING);
 }
 
 /*
@@ -1794,7 +1856,7 @@ variant(int v)
  * failed), slot, step, warn, giveup; then containerd's: task_exit(7),
  * task_delete_event, task_present(stopped), task_present(running),
  * task_gone, task_failed, task_delete(done failed), ctr_delete(done
- * failed), ctrd_outage.
+ * failed), ctrd_outage, task_missing.
  *
  * Outside the task phase no containerd observation moves a record (with
  * or without the channel), so the last eleven columns of those rows
@@ -1815,109 +1877,131 @@ static const struct {
 } table[] = {
     {LC_RUNNING, M_ALL, NULL,
      "RSSCRRRRSSSCRRRRSSSCRRRRRRRRR"
-     "RRRRRRRRRRR",
+     "RRRRRRRRRRRR",
      NULL},
     {LC_SETTLING, M_ALL, NULL,
      "RSSSSSSSSSSSRRRRCQQCSSSSSSSSA"
-     "SSSSSSSSSSS",
+     "SSSSSSSSSSSS",
      NULL},
     /* A relist that lists it running again stands in for a missed start
      * event, as a relist that does not list it stands in for a missed
      * destroy. */
     {LC_DELAYING, M_ALL, NULL,
      "RLLCLRRRLLLCRRRRLLLCLLLLLLQLA"
-     "LLLLLLLLLLL",
+     "LLLLLLLLLLLL",
      "....?........................"
-     "..........."},
+     "............"},
     {LC_QUEUED, M_ALL, NULL,
      "RQQCQRRRQQQCRRRRQQQCQQQQQMQQA"
-     "QQQQQQQQQQQ",
+     "QQQQQQQQQQQQ",
      "....?........................"
-     "..........."},
+     "............"},
     {LC_REMOVING, M_ALL, NULL,
      "RMMMMMMMMMMMMMMMMMMMMCCCMMMMA"
-     "MMMMMMMMMMM",
+     "MMMMMMMMMMMM",
      NULL},
     /* The DELETE's answer said the container is gone: the destroy event
      * (or a relist's absence) completes the engine's join. */
     {LC_CONFIRMING, M_OFF, NULL,
      "RCCDCCCCCCCDRRRRCMMCCCCCCCCCA"
-     "CCCCCCCCCCC",
+     "CCCCCCCCCCCC",
      NULL},
     {LC_CONFIRMING, M_CH, NULL,
      "RCCTCCCCCCCTRRRRCMMCCCCCCCCCA"
-     "CCCCCCCCCCC",
+     "CCCCCCCCCCCC",
      NULL},
     {LC_KEPT, M_ALL, NULL,
      "RSSDKRRRKKKDKKKKKKKKKKKKKKKKK"
-     "KKKKKKKKKKK",
+     "KKKKKKKKKKKK",
      NULL},
     {LC_ABANDONED, M_ALL, NULL,
      "RSSDARRRAAADAAAAAAAAAAAAAAAAA"
-     "AAAAAAAAAAA",
+     "AAAAAAAAAAAA",
      NULL},
     {LC_DONE, M_ALL, NULL,
      "DDDDDDDDDDDDDDDDDDDDDDDDDDDDD"
-     "DDDDDDDDDDD",
+     "DDDDDDDDDDDD",
      NULL},
     /* The engine's join completing: done without the channel, the task
      * phase with it. */
     {LC_CONFIRMING, M_OFF,
      "confirming: destroy seen while a DELETE retry waited, waiting for 404",
      "RCCCCCCCCCCCRRRRCMMDCCCCCCCCD"
-     "CCCCCCCCCCC",
+     "CCCCCCCCCCCC",
      NULL},
     {LC_CONFIRMING, M_CH,
      "confirming: destroy seen while a DELETE retry waited, waiting for 404",
      "RCCCCCCCCCCCRRRRCMMTCCCCCCCCD"
-     "CCCCCCCCCCC",
+     "CCCCCCCCCCCC",
      NULL},
     /* The task phase ignores the engine (its side is confirmed) but for
      * giving up. A stopped task is leaked: reaped, or reported at once. */
     {LC_TASK_CONFIRMING, M_REAP, NULL,
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTPTTTTTTTT",
+     "TTPTTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_NOREAP, NULL,
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTDTTTTTTTT",
+     "TTDTTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_REAP,
      "task_confirming: Tasks.Get 404, waiting for /tasks/delete",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TDPTTTTTTTT",
+     "TDPTTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_NOREAP,
      "task_confirming: Tasks.Get 404, waiting for /tasks/delete",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TDDTTTTTTTT",
+     "TDDTTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_REAP,
      "task_confirming: task running without its container",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTPTTTTTTTT",
+     "TTPTTTTTTTTT",
      NULL},
     {LC_TASK_CONFIRMING, M_NOREAP,
      "task_confirming: task running without its container",
      "TTTTTTTTTTTTTTTTTTTTTTTTTTTTD"
-     "TTDTTTTTTTT",
+     "TTDTTTTTTTTT",
      NULL},
     /* A Containers.Delete answer with none outstanding never comes from a
      * real caller. */
     {LC_TASK_REAPING, M_REAP, NULL,
      "PPPPPPPPPPPPPPPPPPPPPPPPPPPPD"
-     "PPPPPPPPTPP",
+     "PPPPPPPPTPPP",
      "............................."
-     "........?.."},
+     "........?..."},
     {LC_TASK_REAPING, M_REAP, "task_reaping: Containers.Delete in flight",
      "PPPPPPPPPPPPPPPPPPPPPPPPPPPPD"
-     "PPPPPPPPTPP",
+     "PPPPPPPPTPPP",
+     NULL},
+    /* A task not listed: asked again after a while, Tasks.Get then
+     * inspect; inspect saying it runs (or is paused) then means the task
+     * is lost: settled unknown and removed, or kept. */
+    {LC_RUNNING, M_CH, "running: its task not listed",
+     "RSSCRRRRSSSCRRRRSSSCRRRRRRRRR"
+     "RRRRRRRRRRRR",
+     NULL},
+    {LC_RUNNING, M_CH, "running: its task not listed, nor found by Tasks.Get",
+     "RSSCRRRRSSSCRQQRSSSCRRRRRRRRR"
+     "RRRRRRRRRRRR",
+     NULL},
+    /* The engine's "running" is not believed for a lost task: a relist or
+     * inspect that says so does not bring it back; only a start does. The
+     * die the engine makes when it is killed is the same exit's. */
+    {LC_KEPT, M_CH, "kept: its task lost",
+     "RKKDKKKKKKKDKKKKKKKKKKKKKKKKK"
+     "KKKKKKKKKKKK",
+     NULL},
+    {LC_QUEUED, M_CH, "queued: its task lost",
+     "RQQCQQQQQQQCQQQQQQQCQQQQQMQQA"
+     "QQQQQQQQQQQQ",
      NULL},
     {LC_TASK_REAPING, M_REAP, "task_reaping: Tasks.Delete failed, retry armed",
      "PPPPPPPPPPPPPPPPPPPPPPPPPPPPD"
-     "PPPPPPPPTPP",
+     "PPPPPPPPTPPP",
      "............................."
-     "........?.."},
+     "........?..."},
 };
 
 static const struct recipe *
@@ -2201,6 +2285,11 @@ struct rec {
     int run;  /* runs started so far (each with its own task) */
     enum task_state task;
     bool ctr; /* containerd's container record exists */
+    /* containerd lost this run's task (restarted meanwhile, the shim's
+     * exit dropped): the engine says it runs, with no task, till it is
+     * killed (die 0, no TaskExit). */
+    bool lost;
+    unsigned drain_turns; /* the drain's turns with a timer armed */
     /* Both event streams, in causal order (either may lose events, and
      * the two are not ordered with each other: see deliver_event). */
     struct lc_obs evq[EVQ];
@@ -2263,6 +2352,7 @@ struct walk {
     long task_gets, task_get_failures, task_deletes, task_delete_failures;
     long ctr_deletes, ctr_delete_failures, list_feeds, task_lists;
     long mixed_reports; /* facts of an older run, lost events between */
+    long tasks_lost, missing_feeds, lost_reports; /* task_lost */
 };
 
 static bool
@@ -2304,6 +2394,7 @@ task_start(struct rec *x)
     x->run++;
     x->task = T_RUNNING;
     x->ctr = true;
+    x->lost = false;
 }
 
 /* The init process exits: TaskExit, then the engine deletes the task
@@ -2428,8 +2519,9 @@ carry_out(struct walk *w, struct rec *x, const struct lc_result *r)
             /* No containerd request ever without the channel. */
             CHECK(channel(w));
             CHECK(!x->task_getting);
-            /* Only once the engine no longer has the container. */
-            CHECK(x->eng == E_GONE);
+            /* Only once the engine no longer has the container, or to
+             * check a task not listed. */
+            CHECK(x->eng == E_GONE || x->c.task_get_missing);
             x->task_getting = true;
             w->task_gets++;
             break;
@@ -2516,6 +2608,14 @@ carry_out(struct walk *w, struct rec *x, const struct lc_result *r)
                     from_tx |= x->tx_codes[j] == x->c.exit_code;
                 CHECK(from_tx);
             }
+            /* Lost is said only of a task really lost, and then its code
+             * is unknown (never the die 0 the kill brings). */
+            if (x->c.anomalies & LC_AN_TASK_LOST) {
+                CHECK(x->lost);
+                CHECK(!x->c.exit_known);
+                CHECK(x->c.anomalies & LC_AN_EXIT_UNKNOWN);
+                w->lost_reports++;
+            }
             x->ntx = 0;
             break;
         case ACT_FORGET:
@@ -2581,9 +2681,10 @@ check_caller(const struct walk *w, const struct rec *x)
         CHECK(x->eng == E_GONE);
         break;
     case LC_RUNNING:
-        /* Seen restarting: watched till it is not. */
-        if (c->restarting)
-            CHECK(x->inspecting || x->step_armed);
+        /* Seen restarting, or its task not listed: watched till it is
+         * not. */
+        if (c->restarting || c->task_missing)
+            CHECK(x->inspecting || x->step_armed || x->task_getting);
         else
             CHECK(!x->step_armed);
         CHECK(!x->warn_armed && !x->giveup_armed);
@@ -2598,7 +2699,8 @@ check_caller(const struct walk *w, const struct rec *x)
         break;
     }
     if (!task_state(c->state))
-        CHECK(!x->task_getting && !x->task_deleting && !x->ctr_deleting);
+        CHECK((!x->task_getting || c->task_get_missing) && !x->task_deleting &&
+              !x->ctr_deleting);
     if (cleanup_state(c->state))
         CHECK(c->exited);
 }
@@ -2666,8 +2768,9 @@ drive(struct walk *w, struct rec *x, struct lc_obs o)
     note_history(x, &before, &o, &r);
     cur_rec = x;
     check_step(&before, &o, &r, &x->c);
-    if (!cleanup_state(before.state) && cleanup_state(x->c.state))
-        x->reports_this_exit = x->ndie = 0; /* a new exit */
+    if ((!cleanup_state(before.state) && cleanup_state(x->c.state)) ||
+        (before.state == LC_RUNNING && x->c.state == LC_KEPT)) /* lost */
+        x->reports_this_exit = x->ndie = 0;                    /* a new exit */
     if (o.kind == OBS_EVENT_DIE && o.has_exit_code && x->ndie < 8)
         x->die_codes[x->ndie++] = o.exit_code;
     if (o.kind == OBS_TASK_EXIT) {
@@ -2752,10 +2855,28 @@ engine_move(struct walk *w, struct rec *x)
         unsigned e = rng_below(&w->seed, 100);
         bool leak = channel(w) && e < 12;
 
+        if (x->lost) {
+            /* Nothing runs: only a kill (another client's) makes the
+             * engine say it exited, die 0 with no TaskExit. */
+            if (d < 20) {
+                x->eng = E_EXITED;
+                x->code = 0;
+                queue_event(x, ob_die(0));
+            }
+            break;
+        }
         if (channel(w) && e >= 97) {
             /* The engine loses the container; its task runs on. */
             engine_removed(x);
             queue_event(x, ob(OBS_EVENT_DESTROY));
+            break;
+        }
+        if (channel(w) && e >= 94) {
+            /* containerd restarted as it exited: the task is gone, no
+             * event, and the engine never hears. */
+            x->task = T_NONE;
+            x->lost = true;
+            w->tasks_lost++;
             break;
         }
         x->eng = E_EXITED;
@@ -2883,6 +3004,14 @@ relist(struct walk *w, struct rec *x)
 static void
 ctd_relist(struct walk *w, struct rec *x)
 {
+    /* And for every record running, no TaskExit seen, whose task the
+     * list does not hold: the engine may say it runs on a lost task. */
+    if (channel(w) && x->task == T_NONE && x->c.state == LC_RUNNING &&
+        x->c.ran && !x->c.task_exit_seen) {
+        w->missing_feeds++;
+        drive(w, x, ob(OBS_TASK_MISSING));
+        return;
+    }
     if (!channel(w) || x->task != T_NONE || !x->c.exited ||
         x->c.task_delete_seen)
         return;
@@ -2927,7 +3056,9 @@ answer_delete(struct walk *w, struct rec *x, bool may_fail)
         x->eng = E_REMOVING; /* the engine is slow to remove it */
         o = ob(OBS_DELETE_CONFLICT);
     } else {
-        if (x->eng == E_RUNNING || x->eng == E_RESTARTING) {
+        if (x->lost && x->eng == E_RUNNING) {
+            queue_event(x, ob_die(0)); /* the engine's own, no task */
+        } else if (x->eng == E_RUNNING || x->eng == E_RESTARTING) {
             task_exit(w, x, 137, false);
             queue_event(x, ob_die(137));
         }
@@ -3157,9 +3288,11 @@ drain(struct walk *w)
                 answer_task_delete(w, x, false);
             else if (x->ctr_deleting)
                 answer_ctr_delete(w, x, false);
-            else if (x->step_armed && round % 3 == 1)
+            /* Counted per record: a poll's own rhythm (timer, then
+             * inspect) must not keep it from ever meeting a relist. */
+            else if (x->step_armed && x->drain_turns++ % 3 == 1)
                 relist(w, x); /* a destroy lost in the stream */
-            else if (x->step_armed && round % 3 == 2)
+            else if (x->step_armed && x->drain_turns % 3 == 0)
                 ctd_relist(w, x); /* a /tasks/delete lost */
             else if (x->step_armed)
                 fire_timer(w, x, OBS_TIMER_STEP);
@@ -3239,13 +3372,14 @@ walk_realistic(unsigned mode, uint64_t seed, long total)
             "%ld (%ld failed), %ld list feeds (%ld asked); %ld reports "
             "mixing "
             "runs; leaks left by keep %ld, give-up %ld, unseen "
-            "runs %ld; known bug hits %ld\n",
+            "runs %ld; tasks lost %ld (%ld list feeds, %ld reported); "
+            "known bug hits %ld\n",
             w.task_deleted_reports, w.containerd_reports, w.leaks_reported,
             w.leaks_reaped, w.leaks_left, w.task_gets, w.task_get_failures,
             w.running_without_ctr, w.task_deletes, w.task_delete_failures,
             w.ctr_deletes, w.ctr_delete_failures, w.list_feeds, w.task_lists,
             w.mixed_reports, w.left_kept, w.left_gave_up, w.left_unseen,
-            known_bug_hits);
+            w.tasks_lost, w.missing_feeds, w.lost_reports, known_bug_hits);
     /* The walk must have gone everywhere for its silence to mean much. */
     for (i = 0; i < LC_NSTATES; i++) {
         bool want = reachable((enum lc_state)i, mode);
@@ -3278,6 +3412,8 @@ walk_realistic(unsigned mode, uint64_t seed, long total)
     assert_true(w.running_without_ctr > 5);
     assert_true(w.task_get_failures > 20);
     assert_true(w.list_feeds > 20);
+    assert_true(w.lost_reports > 10);
+    assert_true(w.anomalies_seen & LC_AN_TASK_LOST);
     if (mode == M_REAP) {
         assert_true(w.leaks_reaped > 20);
         assert_true(w.task_delete_failures > 5);
@@ -5113,6 +5249,191 @@ test_containerd_unseen_exit_makes_sure_of_container(void **state)
     assert_false(s.c.task_trouble);
 }
 
+/* Running, up to the inspect that follows a list without its task and a
+ * Tasks.Get that found none. */
+static void
+to_task_missing_inspect(struct sc *s)
+{
+    STEP(s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(s, ob(OBS_TASK_MISSING), LC_RUNNING, ACT_STEP_TIMER);
+    assert_int_equal(act_ms(&s->r, ACT_STEP_TIMER), LC_TASK_MISSING_MS);
+    /* A second list meanwhile changes nothing. */
+    STEP(s, ob(OBS_TASK_MISSING), LC_RUNNING, NOACT);
+    STEP(s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_TASK_GET);
+    STEP(s, ob(OBS_TASK_GONE), LC_RUNNING, ACT_INSPECT);
+}
+
+/* containerd restarted as the container exited: it dropped the task, and
+ * the engine, which never heard, says it runs (26 and later; found by the
+ * chaos soak, which had the engine say exited 0 once it was killed).
+ * The task's absence from a list, then from Tasks.Get, then inspect
+ * saying it runs: the task is lost, its code unknown. It is removed by
+ * force (no process is left), and the die 0 the engine makes as it kills
+ * it is never taken for the code. */
+static void
+test_task_lost_removed(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_QUEUED, ACT_WANT_SLOT,
+         ACT_DEADLINES);
+    assert_true(s.c.anomalies & LC_AN_TASK_LOST);
+    assert_true(s.c.anomalies & LC_AN_EXIT_UNKNOWN);
+    assert_true(s.c.task_trouble);
+    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    /* The engine kills it: die 0, no TaskExit. */
+    STEP(&s, ob_die(0), LC_REMOVING, NOACT);
+    /* Its "running" is not believed: no way back to running. */
+    STEP(&s, ob_found(LC_RUN_RUNNING), LC_REMOVING, NOACT);
+    STEP(&s, ob(OBS_DELETE_FAILED), LC_REMOVING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_REMOVING, ACT_DELETE);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_TASK_CONFIRMING, ACT_STEP_CANCEL,
+         ACT_TASK_GET);
+    /* The engine never deleted its containerd container: reapd does. */
+    troubled_task_join(&s);
+    REPORT(&s, .exit_known = false, .die_has_code = true, .die_code = 0,
+           .anomalies =
+               LC_AN_TASK_LOST | LC_AN_EXIT_UNKNOWN | LC_AN_DELETE_RETRIED,
+           .removed = true, .removed_by_us = true, .delete_attempts = 2,
+           .cleanup_ms = 0, .channel = true, .task_deleted = 1);
+}
+
+/* Inspect still says running when the DELETE's answer is lost: the
+ * confirmation sends it again rather than taking it for a new run; a
+ * kept one stays kept, and the die the engine makes at last is the same
+ * exit's. Only a start event brings a lost task's container back. */
+static void
+test_task_lost_not_running_again(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_PAUSED, 0), LC_QUEUED, ACT_WANT_SLOT,
+         ACT_DEADLINES);
+    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    STEP(&s, ob(OBS_DELETE_CONFLICT), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_CONFIRMING, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_REMOVING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_REMOVING, ACT_DELETE);
+    assert_int_equal(s.c.delete_attempts, 2);
+
+    sc_init(&s, p_keep_channel());
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_KEPT, ACT_DEADLINES_CANCEL,
+         ACT_STEP_CANCEL, ACT_REPORT);
+    REPORT(&s, .exit_known = false,
+           .anomalies = LC_AN_TASK_LOST | LC_AN_EXIT_UNKNOWN, .removed = false,
+           .channel = true, .task_deleted = 0);
+    STEP(&s, ob_found(LC_RUN_RUNNING), LC_KEPT, NOACT);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_KEPT, NOACT);
+    STEP(&s, ob_die(0), LC_KEPT, NOACT);
+    STEP(&s, ob_found(LC_RUN_EXITED), LC_KEPT, NOACT);
+    assert_int_equal(s.reports, 1);
+    /* Started again (docker restart): a new run, watched as any. */
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, ACT_STEP_CANCEL,
+         ACT_DEADLINES_CANCEL);
+    assert_false(s.c.anomalies & LC_AN_TASK_LOST);
+    STEP(&s, ob_die(5), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 5), LC_KEPT, ACT_DEADLINES_CANCEL,
+         ACT_STEP_CANCEL, ACT_REPORT);
+    REPORT(&s, .exit_known = true, .exit_code = 5, .source = LC_SRC_INSPECT,
+           .die_has_code = true, .die_code = 5, .anomalies = 0,
+           .removed = false, .channel = true, .task_deleted = 0);
+}
+
+/* A list without the task is not enough: the exit may be on its way to
+ * the engine (its TaskExit missed while the channel was down), the list
+ * may predate a task, or containerd's TaskExit may come meanwhile. */
+static void
+test_task_missing_but_not_lost(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    /* The engine says exited: an ordinary exit, its code inspect's. */
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 6), LC_SETTLING, ACT_DEADLINES,
+         ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 6), LC_QUEUED, ACT_WANT_SLOT);
+    assert_false(s.c.anomalies & (LC_AN_TASK_LOST | LC_AN_EXIT_UNKNOWN));
+    assert_int_equal(s.c.exit_code, 6);
+
+    /* Its die first: the check ends with the exit. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_TASK_MISSING), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob_die(6), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    assert_int_equal(s.c.task_missing, 0);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_SETTLING, NOACT);
+
+    /* Tasks.Get finds it: the list was older than the task. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_TASK_MISSING), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_TASK_GET);
+    STEP(&s, ob(OBS_TASK_FAILED), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_TASK_GET);
+    STEP(&s, ob_task_present(true), LC_RUNNING, ACT_STEP_CANCEL);
+    assert_int_equal(s.c.task_missing, 0);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, NOACT);
+
+    /* containerd's TaskExit meanwhile: containerd knows the exit. */
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_task_exit(8), LC_RUNNING, NOACT);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_RUNNING, ACT_STEP_CANCEL);
+    assert_false(s.c.anomalies & LC_AN_TASK_LOST);
+
+    /* Restarting (its restart policy's backoff): no task is expected. */
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_RESTARTING, 0), LC_RUNNING, ACT_STEP_CANCEL,
+         ACT_STEP_TIMER);
+    assert_int_equal(s.c.task_missing, 0);
+    assert_false(s.c.anomalies & LC_AN_TASK_LOST);
+
+    /* An inspect that fails is asked again. */
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob(OBS_INSPECT_FAILED), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_QUEUED, ACT_WANT_SLOT,
+         ACT_DEADLINES);
+
+    /* Never seen running, or restarting, or its TaskExit in: not asked. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_TASK_MISSING), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob_task_exit(2), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_TASK_MISSING), LC_RUNNING, NOACT);
+
+    /* A Tasks.Get sent for the check and answered in the task phase is
+     * not that phase's answer: it asks again. */
+    sc_init(&s, p_channel(true));
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_TASK_MISSING), LC_RUNNING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_STEP), LC_RUNNING, ACT_TASK_GET);
+    STEP(&s, ob_die(3), LC_SETTLING, ACT_DEADLINES, ACT_INSPECT);
+    STEP(&s, ob_insp(LC_RUN_EXITED, 3), LC_QUEUED, ACT_WANT_SLOT);
+    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    STEP(&s, ob(OBS_DELETE_DONE), LC_CONFIRMING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_EVENT_DESTROY), LC_TASK_CONFIRMING, ACT_STEP_CANCEL);
+    STEP(&s, ob(OBS_TASK_GONE), LC_TASK_CONFIRMING, ACT_TASK_GET);
+    assert_false(s.c.task_gone_polled);
+
+    /* Without the channel there is no list. */
+    sc_init(&s, p_remove());
+    STEP(&s, ob(OBS_EVENT_START), LC_RUNNING, NOACT);
+    STEP(&s, ob(OBS_TASK_MISSING), LC_RUNNING, NOACT);
+}
+
 /* Tasks.Delete and Containers.Delete fail, are retried with backoff from
  * the step timer, and succeed. */
 static void
@@ -6274,6 +6595,9 @@ main(void)
         cmocka_unit_test(test_containerd_reap_disabled),
         cmocka_unit_test(test_containerd_task_get_retried),
         cmocka_unit_test(test_containerd_outage_makes_sure_of_container),
+        cmocka_unit_test(test_task_lost_removed),
+        cmocka_unit_test(test_task_lost_not_running_again),
+        cmocka_unit_test(test_task_missing_but_not_lost),
         cmocka_unit_test(test_containerd_unseen_exit_makes_sure_of_container),
         cmocka_unit_test(test_containerd_task_delete_retried),
         cmocka_unit_test(test_containerd_running_task_never_deleted),

@@ -71,6 +71,7 @@ t_metrics(void **state)
     assert_int_equal(
         ep_metric_value(r.body, "reapd_removals_total{result=\"ok\"}"), 0);
     assert_int_equal(ep_metric_value(r.body, "reapd_leaked_tasks"), 0);
+    assert_int_equal(ep_metric_value(r.body, "reapd_tasks_lost_total"), 0);
     /* The exposition format: comments, or "name[{labels}] value". */
     assert_int_equal(r.body[r.len - 1], '\n');
     for (line = strtok_r(r.body, "\n", &save); line != NULL;
@@ -92,7 +93,7 @@ t_metrics(void **state)
             fail_msg("metric outside the reapd_ namespace: %s", line);
         samples++;
     }
-    /* 5 counters, a gauge per state, 4 removal results, leaked tasks, 2
+    /* 6 counters, a gauge per state, 4 removal results, leaked tasks, 2
      * reaped-task counters, containerd connected, state write errors,
      * pruned and unstored reports (no store here: no outbox gauges);
      * build info, 2 reload results, connections, 2 rejection reasons,
@@ -112,7 +113,7 @@ t_metrics(void **state)
         hist_latency_bounds(&nl);
         /* CPU, virtual and resident memory, open and max fds, start. */
         assert_int_equal(nprocess, 6);
-        assert_int_equal(samples, 5 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
+        assert_int_equal(samples, 6 + LC_NSTATES + 4 + 4 + 3 + 10 + 2 + 4 + 4 +
                                       4 + 1 + 1 + 1 +
                                       REAPER_CLEANUP_N * (int)(nc + 3) +
                                       REAPER_CALL_N * (int)(ne + 3) +
