@@ -103,6 +103,8 @@ struct rec {
      * relist that listed it. */
     uint32_t born_relist;
     uint32_t listed_relist;
+    /* The last containerd task list that held its task (taskwatch.c). */
+    uint32_t listed_tasks;
     bool persisted;         /* a record of it is in the store */
     bool persisted_running; /* ... and it says only "running" */
     bool persist_done;      /* written by this step already (a DELETE's) */

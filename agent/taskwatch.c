@@ -18,6 +18,7 @@
  * engine leaked it before reapd watched, or while it was down. */
 struct leak {
     char id[CTR_ID_SIZE];
+    uint32_t listed; /* the last task list that held it (list_gen) */
     enum ctrd_task_status status;
     uint32_t pid;
     unsigned audits_seen; /* consecutive audits that listed it */
@@ -45,46 +46,11 @@ tell(struct reaper *r, struct rec *c, enum lc_obs_kind kind)
 }
 
 /* A task list is either the reconcile after a (re)subscription or the
- * periodic audit; both are the same walk. Its init processes' container
- * ids are sorted once: every running record is looked up in it. */
-struct task_listing {
-    const char **ids;
-    size_t n;
-};
-
-static int
-cmp_id(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
+ * periodic audit; both are the same walk. */
 static bool
 is_init(const struct ctrd_task *t)
 {
     return t->id[0] == '\0' || strcmp(t->id, t->container_id) == 0;
-}
-
-static int
-listing_init(struct task_listing *tl, const struct ctrd_task *ts, size_t n)
-{
-    size_t i;
-
-    tl->n = 0;
-    tl->ids = malloc((n > 0 ? n : 1) * sizeof(*tl->ids));
-    if (tl->ids == NULL)
-        return -1;
-    for (i = 0; i < n; i++)
-        if (is_init(&ts[i]))
-            tl->ids[tl->n++] = ts[i].container_id;
-    qsort(tl->ids, tl->n, sizeof(*tl->ids), cmp_id);
-    return 0;
-}
-
-static bool
-task_listed(const struct task_listing *tl, const char *id)
-{
-    return tl->n > 0 &&
-           bsearch(&id, tl->ids, tl->n, sizeof(*tl->ids), cmp_id) != NULL;
 }
 
 static struct leak *
@@ -181,9 +147,30 @@ leak_step(struct reaper *r, struct leak *lk)
         lk->reaping = false;
 }
 
+/* Marks each record and known leak whose task the list holds, so that
+ * what it does not hold is found by one look at each (a crowded node's
+ * list is not searched once per record). */
 static void
-audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n,
-           const struct task_listing *tl)
+mark_listed(struct reaper *r, const struct ctrd_task *ts, size_t n)
+{
+    struct rec *c;
+    struct leak *lk;
+    size_t i;
+
+    if (++r->tw.list_gen == 0) /* 0 is "never listed" */
+        r->tw.list_gen = 1;
+    for (i = 0; i < n; i++) {
+        if (!is_init(&ts[i]))
+            continue;
+        if ((c = ctable_find(&r->tab, ts[i].container_id)) != NULL)
+            c->listed_tasks = r->tw.list_gen;
+        else if ((lk = leak_find(r, ts[i].container_id)) != NULL)
+            lk->listed = r->tw.list_gen;
+    }
+}
+
+static void
+audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
 {
     struct leak *lk, *next;
     size_t i;
@@ -206,6 +193,7 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n,
             if (lk == NULL)
                 continue;
             memcpy(lk->id, t->container_id, CTR_ID_SIZE);
+            lk->listed = r->tw.list_gen;
             lk->r = r;
             lk->next = r->tw.leaks;
             r->tw.leaks = lk;
@@ -222,7 +210,7 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n,
     /* Leaks the list no longer holds were deleted by someone. */
     for (lk = r->tw.leaks; lk != NULL; lk = next) {
         next = lk->next;
-        if (!lk->reaping && !task_listed(tl, lk->id))
+        if (!lk->reaping && lk->listed != r->tw.list_gen)
             leak_drop(r, lk);
     }
     for (lk = r->tw.leaks; lk != NULL; lk = lk->next)
@@ -234,11 +222,11 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n,
 static bool
 no_task_left(const struct rec *c, const void *arg)
 {
-    const struct task_listing *tl = arg;
+    const uint32_t *gen = arg;
 
     return c->kind == R_MANAGED && c->lc.exited && c->lc.state != LC_KEPT &&
            c->lc.state != LC_ABANDONED && !c->lc.task_delete_seen &&
-           !task_listed(tl, c->id);
+           c->listed_tasks != *gen;
 }
 
 /* Running by the record (and no TaskExit seen), yet unlisted: the engine
@@ -246,10 +234,10 @@ no_task_left(const struct rec *c, const void *arg)
 static bool
 running_unlisted(const struct rec *c, const void *arg)
 {
-    const struct task_listing *tl = arg;
+    const uint32_t *gen = arg;
 
     return c->kind == R_MANAGED && c->lc.state == LC_RUNNING && c->lc.ran &&
-           !c->lc.task_exit_seen && !task_listed(tl, c->id);
+           !c->lc.task_exit_seen && c->listed_tasks != *gen;
 }
 
 /* An operator asked for an audit while a list was in flight: one more,
@@ -268,16 +256,11 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
              const char *msg, void *arg)
 {
     struct reaper *r = arg;
-    struct task_listing tl = {NULL, 0};
     struct rec **notask;
     size_t nnotask, i;
 
     r->tw.task_list_req = NULL;
     r->tw.cb->call_done(r, REAPER_CALL_TASK_LIST, r->tw.task_list_t0);
-    if (st == CTRD_OK && listing_init(&tl, ts, n) != 0) {
-        st = CTRD_FAILED;
-        msg = "out of memory";
-    }
     r->tw.lists_done++;
     r->tw.last_ok = st == CTRD_OK;
     r->tw.last_tasks = st == CTRD_OK ? n : 0;
@@ -290,18 +273,19 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
         audit_again(r);
         return;
     }
+    mark_listed(r, ts, n);
     /* A task the list no longer holds was deleted, whether or not we saw
      * its /tasks/delete (containerd does not replay events). */
-    notask = ctable_collect(&r->tab, no_task_left, &tl, &nnotask);
+    notask = ctable_collect(&r->tab, no_task_left, &r->tw.list_gen, &nnotask);
     for (i = 0; notask != NULL && i < nnotask; i++)
         tell(r, notask[i], OBS_TASK_DELETE_EVENT);
     free(notask);
-    notask = ctable_collect(&r->tab, running_unlisted, &tl, &nnotask);
+    notask =
+        ctable_collect(&r->tab, running_unlisted, &r->tw.list_gen, &nnotask);
     for (i = 0; notask != NULL && i < nnotask; i++)
         tell(r, notask[i], OBS_TASK_MISSING);
     free(notask);
-    audit_walk(r, ts, n, &tl);
-    free(tl.ids);
+    audit_walk(r, ts, n);
     audit_schedule(r);
     audit_again(r);
 }

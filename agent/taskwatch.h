@@ -53,7 +53,8 @@ struct taskwatch {
     bool audit_due;
     struct leak *leaks; /* tasks without an engine container */
     size_t nleaks;
-    uint64_t tasks_reaped;   /* leaked by the engine, after removal */
+    uint32_t list_gen;     /* task lists answered: rec.listed_tasks's clock */
+    uint64_t tasks_reaped; /* leaked by the engine, after removal */
     uint64_t orphans_reaped; /* orphans the audit listed, reaped */
     /* Task lists finished (answered or failed), for reaper_audit_now:
      * the last one's outcome, and whether one more was asked for while

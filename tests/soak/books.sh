@@ -229,11 +229,16 @@ books_check() {
       if (e != "")
         printf "soak: explained (%s): id=%s name=%s kind=%s want=%s got=%s anomalies=[%s]; window: %s\n", \
           e, aid[i], an[i], ak[i], aw[i], $4, $5, window(i) > "/dev/stderr"
+      # A code the engine lost is said by the report: null, or a flag.
+      flagged = isunk || $5 ~ /(^|,)(exited_while_engine_down|task_lost)(,|$)/
       if (e == "shim") unknowable++
       else if (e == "dockerd") {
         byengine++
-        if ($5 !~ /exited_while_engine_down/) unflagged++
-      } else if (e == "containerd") dist++
+        if (!flagged) unflagged++
+      } else if (e == "containerd") {
+        dist++
+        if (!flagged) unflagged++
+      }
       else {
         unexpl++
         if (!isunk) wrong++

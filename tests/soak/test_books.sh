@@ -285,6 +285,25 @@ fault dockerd_restarts 42000 46000
 verdict "a wrong 255 unflagged, in a dockerd outage" 0 \
   'soak_codes_lost_by_engine=1 soak_codes_lost_unflagged=1 '
 
+# The task containerd lost (docs/engines.md, task_lost): a wrong 0 with
+# no flag is counted, an unknown with task_lost is not.
+fresh wrong_unflagged_containerd
+base 10
+: >"$DIR/upstream.jsonl"
+for i in 1 2 3 5 6 7 8 9 10; do report "$i" "$i"; done
+report 4 0
+fault containerd_kills 42000 46000
+verdict "a wrong 0 unflagged, under a containerd kill" 0 \
+  'soak_codes_lost_unflagged=1 soak_codes_lost_in_restarts=1 '
+fresh lost_task_flagged
+base 10
+: >"$DIR/upstream.jsonl"
+for i in 1 2 3 5 6 7 8 9 10; do report "$i" "$i"; done
+report 4 null exit_code_unknown,task_lost
+fault dockerd_restarts 42000 46000
+verdict "a lost task's unknown, in a dockerd outage" 0 \
+  'soak_codes_lost_by_engine=1 soak_codes_lost_unflagged=0 '
+
 # A slow delete's window runs 40 s past its exit (returned at 40.5 s,
 # latest exit 44.5 s, cleanup until 89.5 s; a fault window is widened by
 # 1 s before it).

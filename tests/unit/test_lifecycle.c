@@ -5302,6 +5302,44 @@ test_task_lost_removed(void **state)
            .cleanup_ms = 0, .channel = true, .task_deleted = 1);
 }
 
+/* Neither the engine's die 0 (made as it kills it) nor containerd's 255
+ * (its word for a shim it lost) is ever the lost task's code, however the
+ * cleanup ends. */
+static void
+test_task_lost_code_stays_unknown(void **state)
+{
+    struct sc s;
+
+    (void)state;
+    sc_init(&s, p_channel_giveup(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_QUEUED, ACT_WANT_SLOT,
+         ACT_DEADLINES);
+    STEP(&s, ob_task_exit(255), LC_QUEUED, NOACT);
+    assert_false(s.c.exit_known);
+    STEP(&s, ob(OBS_SLOT), LC_REMOVING, ACT_DELETE);
+    STEP(&s, ob_die(0), LC_REMOVING, NOACT);
+    STEP(&s, ob(OBS_DELETE_FAILED), LC_REMOVING, ACT_STEP_TIMER);
+    STEP(&s, ob(OBS_TIMER_GIVEUP), LC_ABANDONED, ACT_DROP_SLOT,
+         ACT_STEP_CANCEL, ACT_DEADLINES_CANCEL, ACT_REPORT);
+    REPORT(&s, .exit_known = false, .die_has_code = true, .die_code = 0,
+           .anomalies = LC_AN_TASK_LOST | LC_AN_EXIT_UNKNOWN |
+                        LC_AN_DELETE_RETRIED | LC_AN_GAVE_UP,
+           .removed = false, .delete_attempts = 1, .cleanup_ms = 0,
+           .channel = true, .task_deleted = 0);
+
+    /* Gone before its DELETE (someone else's docker rm -f). */
+    sc_init(&s, p_channel(true));
+    to_task_missing_inspect(&s);
+    STEP(&s, ob_insp(LC_RUN_RUNNING, 0), LC_QUEUED, ACT_WANT_SLOT,
+         ACT_DEADLINES);
+    STEP(&s, ob_die(0), LC_QUEUED, NOACT);
+    STEP(&s, ob(OBS_INSPECT_GONE), LC_CONFIRMING, ACT_DROP_SLOT,
+         ACT_STEP_CANCEL, ACT_STEP_TIMER);
+    assert_false(s.c.exit_known);
+    assert_true(s.c.anomalies & LC_AN_EXIT_UNKNOWN);
+}
+
 /* Inspect still says running when the DELETE's answer is lost: the
  * confirmation sends it again rather than taking it for a new run; a
  * kept one stays kept, and the die the engine makes at last is the same
@@ -6597,6 +6635,7 @@ main(void)
         cmocka_unit_test(test_containerd_outage_makes_sure_of_container),
         cmocka_unit_test(test_task_lost_removed),
         cmocka_unit_test(test_task_lost_not_running_again),
+        cmocka_unit_test(test_task_lost_code_stays_unknown),
         cmocka_unit_test(test_task_missing_but_not_lost),
         cmocka_unit_test(test_containerd_unseen_exit_makes_sure_of_container),
         cmocka_unit_test(test_containerd_task_delete_retried),
