@@ -1034,6 +1034,7 @@ relist_finish(void *arg, uint32_t gen, size_t n, bool incomplete)
                  "%zu tracked",
                  n, r->tab.n);
     r->relisted = true;
+    taskwatch_relisted(r);
     ready_turned(r);
     if (incomplete) {
         /* Out of memory for part of it: another relist, soon, finds what

@@ -273,6 +273,7 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
         audit_again(r);
         return;
     }
+    r->tw.list_early = !r->relisted;
     mark_listed(r, ts, n);
     /* A task the list no longer holds was deleted, whether or not we saw
      * its /tasks/delete (containerd does not replay events). */
@@ -342,6 +343,15 @@ taskwatch_activity(struct reaper *r)
         return;
     r->tw.audit_due = true;
     audit_schedule(r);
+}
+
+void
+taskwatch_relisted(struct reaper *r)
+{
+    if (r->ctrd == NULL || !r->tw.list_early)
+        return;
+    r->tw.list_early = false;
+    taskwatch_list(r);
 }
 
 static void

@@ -61,6 +61,9 @@ struct taskwatch {
      * one was in flight (its answer may predate the ask). */
     uint64_t lists_done;
     bool list_again;
+    /* A list was answered before the engine's first relist: the records
+     * that relist made were never held against one. */
+    bool list_early;
     bool last_ok;
     size_t last_tasks;
     char last_error[256];
@@ -77,5 +80,9 @@ void taskwatch_list(struct reaper *r);
 /* An exit or removal: a task may have been left behind; an audit within
  * the interval. No-op without the channel. */
 void taskwatch_activity(struct reaper *r);
+/* The engine's first relist is in: one more list, if one came before it
+ * (a container whose task containerd lost before reapd started is found
+ * only so). No-op without the channel. */
+void taskwatch_relisted(struct reaper *r);
 
 #endif

@@ -14,7 +14,8 @@
 # The policy asks for no force: a lost task's DELETE is forced anyway (a
 # plain one is refused, 409, while the engine says it runs).
 # A twin B, unmanaged, shows what the engine does without reapd: it still
-# says running when A's report is in.
+# says running when A's report is in. A reapd started then, with a policy
+# for B, finds B's task lost as well.
 # Usage: bash tests/e2e/test_task_lost.sh /path/to/reapd
 set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -81,5 +82,31 @@ jq -e -R -s --arg id "$a" '[split("\n")[] | fromjson? | objects
   fail "no transition of A for its lost task in reapd's log"
 grep -q '"msg":"containerd has no task for it, yet the engine says it runs' \
   "$D/reapd.log" || fail "no warning of A's lost task in reapd's log"
-dk rm -f "$b" >/dev/null
+
+# A reapd started after the loss (B now under a policy: a node that was
+# not watched) finds it too. Its first relist is held 3 s (the fault
+# proxy) so that containerd's first task list, at its subscription, comes
+# before any record of B: one more list follows the relist.
+bname=$(dk inspect -f '{{.Name}}' "$b")
+reapd_stop
+proxy_start
+proxy_ctl "delay_list=3000"
+reapd_start "$REAPD_BIN" "$(jq -n --arg s "$(ctr_sock)" --arg n "${bname#/}" \
+  --arg p "$PROXY_SOCK" '{
+  docker: {socket: $p}, containerd: {socket: $s},
+  policies: [{name: "twin", match: {name: $n}, action: "remove"}]}')"
+proxy_ctl "reset=1"
+jq -e -R -s '[split("\n")[] | fromjson? | objects | .msg // ""] as $m
+  | ($m | map(test("^reapd .* starting")) | rindex(true)) as $start
+  | ($m[$start:] | map(startswith("containerd events: subscribed")) | index(true)) as $c
+  | ($m[$start:] | map(startswith("reconciled with the engine")) | index(true)) as $r
+  | $c != null and $r != null and $c < $r' "$D/reapd.log" >/dev/null ||
+  fail "containerd's first list did not come before the relist"
+line=$(wait_report "$b" 90)
+log "B reported: $line"
+assert_json "$line" '.exit_code == null and .policy == "twin"' "B's code unknown"
+assert_json "$line" '(.anomalies | index("task_lost")) != null' "B's task_lost"
+assert_json "$line" '.removed == true and .task_deleted == true' "B removed"
+assert_gone "$b"
+assert_no_task "$b" 10
 e2e_pass
