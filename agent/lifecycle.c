@@ -204,7 +204,6 @@ back_to_running(struct lc *c, struct lc_result *res, const char *why)
     clear_task_facts(c);
     c->ran = true;
     c->restarting = false;
-    c->task_missing = 0;
     c->destroy_seen = false;
     c->gone_polled = false;
     go(c, res, LC_RUNNING, why);
@@ -370,32 +369,6 @@ after_settle(struct lc *c, struct lc_result *res)
     push(res, ACT_WANT_SLOT, 0, 0);
 }
 
-/*
- * The engine says it runs, yet containerd had no task for it, listed nor
- * asked: the task went with a containerd restart, and the engine never
- * heard (26 and later drop a task whose shim they lost). Its code is gone
- * from the node. It is settled as unknown and removed (by force: no
- * process is left to kill), or kept as the policy says.
- */
-static bool in_cleanup(enum lc_state s);
-
-static void
-lose_task(struct lc *c, uint64_t now, struct lc_result *res)
-{
-    c->exited = true;
-    c->exited_at_ms = now;
-    c->task_trouble = true;
-    c->anomalies |= LC_AN_TASK_LOST;
-    settle_from_event(c);
-    go(c, res, LC_SETTLING, NULL);
-    after_settle(c, res);
-    if (in_cleanup(c->state))
-        push(res, ACT_DEADLINES, (uint64_t)c->p.warn_after_ms,
-             (uint64_t)c->p.give_up_after_ms);
-    res->reason = "its task is lost: the engine says it runs, containerd "
-                  "has no task";
-}
-
 static bool
 is_live(enum lc_run r)
 {
@@ -423,6 +396,30 @@ static bool
 in_task_phase(enum lc_state s)
 {
     return s == LC_TASK_CONFIRMING || s == LC_TASK_REAPING;
+}
+
+/*
+ * The engine says it runs, yet containerd had no task for it, listed nor
+ * asked: the task went with a containerd restart, and the engine never
+ * heard (26 and later drop a task whose shim they lost). Its code is gone
+ * from the node. It is settled as unknown and removed (by force: no
+ * process is left to kill), or kept as the policy says.
+ */
+static void
+lose_task(struct lc *c, uint64_t now, struct lc_result *res)
+{
+    c->exited = true;
+    c->exited_at_ms = now;
+    c->task_trouble = true;
+    c->anomalies |= LC_AN_TASK_LOST;
+    settle_from_event(c);
+    go(c, res, LC_SETTLING, NULL);
+    after_settle(c, res);
+    if (in_cleanup(c->state))
+        push(res, ACT_DEADLINES, (uint64_t)c->p.warn_after_ms,
+             (uint64_t)c->p.give_up_after_ms);
+    res->reason = "its task is lost: the engine says it runs, containerd "
+                  "has no task";
 }
 
 /* The engine no longer has it (destroy event, or absent from a relist). */
