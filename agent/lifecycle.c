@@ -883,9 +883,9 @@ on_task_delete_event(struct lc *c, const struct lc_obs *o,
         want_task_get(c, res);
 }
 
-/* A task list did not hold the task of a running container. Its exit may
- * only be on its way to the engine (TaskExit missed with the channel
- * down): asked again after a while, Tasks.Get then inspect. */
+/* A task list did not hold the task of a running container. The list may
+ * be older than a task just started, or the exit ordinary with its
+ * TaskExit missed: Tasks.Get, then inspect, decide. */
 static void
 on_task_missing(struct lc *c, const struct lc_obs *o, struct lc_result *res)
 {

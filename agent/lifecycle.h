@@ -249,10 +249,12 @@ struct lc_act {
 
 #define LC_MAX_ACTIONS 10
 
-/* How long a task stays unlisted before Tasks.Get and inspect are asked:
- * longer than the engine takes to say die once containerd dropped the
- * task of an ordinary exit. */
-#define LC_TASK_MISSING_MS 10000
+/* How long after a list without its task Tasks.Get and inspect are asked.
+ * The engine deletes an exit's task and marks it exited under the
+ * container's lock, which inspect waits for: a task gone while inspect
+ * says running was not deleted by the engine. Short, so that the check
+ * ends before someone kills the container. */
+#define LC_TASK_MISSING_MS 1000
 
 struct lc_result {
     struct lc_act acts[LC_MAX_ACTIONS];

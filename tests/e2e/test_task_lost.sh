@@ -6,7 +6,7 @@
 # the task ("cleaning leaked shim process"); the engine never hears and
 # says the container runs, with no task, till someone kills it. The code
 # is gone from the node. reapd finds the task missing from containerd's
-# list, asks Tasks.Get and inspect again after a while, and reports the
+# list, asks Tasks.Get and inspect a second later, and reports the
 # exit as unknown with task_lost, removes the container by force and
 # deletes the containerd container the engine left. 20.10: containerd
 # 1.6 keeps the task and publishes its TaskExit, which dockerd hears: the
