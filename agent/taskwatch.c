@@ -45,8 +45,7 @@ tell(struct reaper *r, struct rec *c, enum lc_obs_kind kind)
     r->tw.cb->observe(c, &o);
 }
 
-/* A task list is either the reconcile after a (re)subscription or the
- * periodic audit; both are the same walk. */
+/* Only an init process's task is its container's; an exec has its own. */
 static bool
 is_init(const struct ctrd_task *t)
 {
@@ -147,47 +146,36 @@ leak_step(struct reaper *r, struct leak *lk)
         lk->reaping = false;
 }
 
-/* Marks each record and known leak whose task the list holds, so that
- * what it does not hold is found by one look at each (a crowded node's
- * list is not searched once per record). */
+/*
+ * One pass over a task list (the reconcile after a (re)subscription, or
+ * the periodic audit; both are the same walk). Each record and known leak
+ * whose task it holds is marked with the list's number, so that what it
+ * does not hold is found by one look at each. A task of no record is a
+ * leak, but only against a reconciled table: otherwise "not tracked"
+ * means "not listed yet".
+ */
 static void
-mark_listed(struct reaper *r, const struct ctrd_task *ts, size_t n)
+list_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
 {
+    struct leak *lk, *next;
     struct rec *c;
-    struct leak *lk;
     size_t i;
 
     if (++r->tw.list_gen == 0) /* 0 is "never listed" */
         r->tw.list_gen = 1;
     for (i = 0; i < n; i++) {
-        if (!is_init(&ts[i]))
-            continue;
-        if ((c = ctable_find(&r->tab, ts[i].container_id)) != NULL)
-            c->listed_tasks = r->tw.list_gen;
-        else if ((lk = leak_find(r, ts[i].container_id)) != NULL)
-            lk->listed = r->tw.list_gen;
-    }
-}
-
-static void
-audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
-{
-    struct leak *lk, *next;
-    size_t i;
-
-    /* Only against a reconciled table: otherwise "not tracked" means
-     * "not listed yet", not "gone". */
-    if (!r->relisted)
-        return;
-    for (i = 0; i < n; i++) {
         const struct ctrd_task *t = &ts[i];
 
         if (!is_init(t))
-            continue; /* an exec, not an init process */
-        if (!docker_valid_id(t->container_id) ||
-            ctable_find(&r->tab, t->container_id) != NULL)
             continue;
-        lk = leak_find(r, t->container_id);
+        if ((c = ctable_find(&r->tab, t->container_id)) != NULL) {
+            c->listed_tasks = r->tw.list_gen;
+            continue;
+        }
+        if ((lk = leak_find(r, t->container_id)) != NULL)
+            lk->listed = r->tw.list_gen;
+        if (!r->relisted || !docker_valid_id(t->container_id))
+            continue;
         if (lk == NULL) {
             lk = calloc(1, sizeof(*lk));
             if (lk == NULL)
@@ -207,6 +195,8 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
         lk->pid = t->pid;
         lk->audits_seen++;
     }
+    if (!r->relisted)
+        return;
     /* Leaks the list no longer holds were deleted by someone. */
     for (lk = r->tw.leaks; lk != NULL; lk = next) {
         next = lk->next;
@@ -217,27 +207,33 @@ audit_walk(struct reaper *r, const struct ctrd_task *ts, size_t n)
         leak_step(r, lk);
 }
 
-/* Only exits being cleaned up: a kept container's next run must not
- * inherit this list's verdict. */
+/* An exit being cleaned up whose task the list no longer holds: deleted,
+ * whether or not its /tasks/delete was seen (containerd does not replay
+ * events). Not a kept one: its next run must not inherit the verdict. */
 static bool
-no_task_left(const struct rec *c, const void *arg)
+no_task_left(const struct rec *c)
 {
-    const uint32_t *gen = arg;
-
-    return c->kind == R_MANAGED && c->lc.exited && c->lc.state != LC_KEPT &&
-           c->lc.state != LC_ABANDONED && !c->lc.task_delete_seen &&
-           c->listed_tasks != *gen;
+    return c->lc.exited && c->lc.state != LC_KEPT &&
+           c->lc.state != LC_ABANDONED && !c->lc.task_delete_seen;
 }
 
-/* Running by the record (and no TaskExit seen), yet unlisted: the engine
- * may say it runs on a task containerd lost (lifecycle.c, lose_task). */
+/* Running by the record, no TaskExit seen: the engine may say it runs on
+ * a task containerd lost (lifecycle.c, lose_task). */
 static bool
-running_unlisted(const struct rec *c, const void *arg)
+running_no_task(const struct rec *c)
+{
+    return c->lc.state == LC_RUNNING && c->lc.ran && !c->lc.task_exit_seen;
+}
+
+/* A managed record the list just walked did not hold, with something to
+ * tell of it. */
+static bool
+unlisted(const struct rec *c, const void *arg)
 {
     const uint32_t *gen = arg;
 
-    return c->kind == R_MANAGED && c->lc.state == LC_RUNNING && c->lc.ran &&
-           !c->lc.task_exit_seen && c->listed_tasks != *gen;
+    return c->kind == R_MANAGED && c->listed_tasks != *gen &&
+           (no_task_left(c) || running_no_task(c));
 }
 
 /* An operator asked for an audit while a list was in flight: one more,
@@ -274,19 +270,13 @@ on_task_list(enum ctrd_status st, const struct ctrd_task *ts, size_t n,
         return;
     }
     r->tw.list_early = !r->relisted;
-    mark_listed(r, ts, n);
-    /* A task the list no longer holds was deleted, whether or not we saw
-     * its /tasks/delete (containerd does not replay events). */
-    notask = ctable_collect(&r->tab, no_task_left, &r->tw.list_gen, &nnotask);
+    list_walk(r, ts, n);
+    notask = ctable_collect(&r->tab, unlisted, &r->tw.list_gen, &nnotask);
     for (i = 0; notask != NULL && i < nnotask; i++)
-        tell(r, notask[i], OBS_TASK_DELETE_EVENT);
+        tell(r, notask[i],
+             no_task_left(notask[i]) ? OBS_TASK_DELETE_EVENT
+                                     : OBS_TASK_MISSING);
     free(notask);
-    notask =
-        ctable_collect(&r->tab, running_unlisted, &r->tw.list_gen, &nnotask);
-    for (i = 0; notask != NULL && i < nnotask; i++)
-        tell(r, notask[i], OBS_TASK_MISSING);
-    free(notask);
-    audit_walk(r, ts, n);
     audit_schedule(r);
     audit_again(r);
 }
