@@ -172,7 +172,7 @@ note_die(struct lc *c, const struct lc_obs *o)
     c->die_after_outage = o->after_outage;
     /* The engine saw this exit happen: it was up, whatever the relist
      * after the outage suggested (the die was replayed after it). Not
-     * so for a die dated after the engine was last found down: the
+     * so for a die dated after the engine was first found down: the
      * restarted engine may have made it as it restored the container. */
     if (!o->after_outage)
         c->anomalies &= ~(uint32_t)LC_AN_EXITED_ENGINE_DOWN;

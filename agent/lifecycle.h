@@ -139,7 +139,7 @@ struct lc_obs {
     /* OBS_FOUND: the relist follows an engine outage (docker.h,
      * docker_watch_after_outage). OBS_INSPECT: the container's FinishedAt
      * falls in a span when the engine was down. OBS_EVENT_DIE: the event
-     * is dated after reapd last found the engine down in such a span, so
+     * is dated after reapd first found the engine down in such a span, so
      * it may be the restarted engine's own (Docker 20.10 sometimes says
      * die 255 as it restores a container that exited meanwhile), not a
      * witness of the exit. */

@@ -22,6 +22,8 @@ outage_load(struct outages *o, struct store *st)
 
     if (rc != STORE_OK || o->since_ms < 0)
         o->since_ms = 0;
+    /* Its first refusal was an earlier run's: count from its start. */
+    o->down_first_ms = o->since_ms;
     if (store_get_checkpoint(st, LAST_FROM_KEY, &from) != STORE_OK ||
         store_get_checkpoint(st, LAST_TO_KEY, &to) != STORE_OK || from <= 0 ||
         to < from)
@@ -37,7 +39,8 @@ outage_lost(struct outages *o, int64_t now, bool unreachable)
         o->lost_at_ms = now;
     if (!unreachable)
         return false;
-    o->down_last_ms = now;
+    if (o->down_first_ms == 0)
+        o->down_first_ms = now;
     if (o->since_ms != 0)
         return false;
     o->since_ms = o->lost_at_ms;
@@ -56,9 +59,9 @@ outage_back(struct outages *o, int64_t now, bool after_outage,
     s = &o->spans[o->n++ % OUTAGE_SPANS];
     s->from = o->since_ms ? o->since_ms : now;
     s->to = now;
-    s->down = o->down_last_ms ? o->down_last_ms : s->from;
+    s->down = o->down_first_ms ? o->down_first_ms : s->from;
     o->since_ms = 0;
-    o->down_last_ms = 0;
+    o->down_first_ms = 0;
     *ended = *s;
     return true;
 }
@@ -81,11 +84,13 @@ outage_save_end(struct store *st, const struct outage_span *ended)
     return rc;
 }
 
-/* The span ends when reapd subscribed again: a die dated after it was
- * seen by the engine back. One dated before the engine was found down may
- * have been seen by an engine that was up while reapd's way to it was
- * cut. No slack past the end: an exit just after the reconnect is
- * cleared by its die. */
+/* From the first refusal on, the engine that was up is gone: a die dated
+ * then is the restarted engine's, which may make one up as it restores a
+ * container (a refusal goes on while it restores, before its API serves).
+ * One dated before may have been seen by an engine that was up while
+ * reapd's way to it was cut. The span ends when reapd subscribed again;
+ * no slack past it: an exit just after the reconnect is cleared by its
+ * die. */
 bool
 outage_die_within(const struct outages *o, int64_t time_nano)
 {

@@ -22,15 +22,15 @@ struct store;
 #define OUTAGE_SPANS 8
 
 struct outage_span {
-    /* Wall ms: lost, back; `down` the last time in the span reapd found
+    /* Wall ms: lost, back; `down` the first time in the span reapd found
      * the engine itself down (its /version refused), `from` when never. */
     int64_t from, to, down;
 };
 
 struct outages {
-    int64_t lost_at_ms;   /* the stream lost (0: connected) */
-    int64_t since_ms;     /* the engine itself down since (0: it is not) */
-    int64_t down_last_ms; /* `down` of the outage going on */
+    int64_t lost_at_ms;    /* the stream lost (0: connected) */
+    int64_t since_ms;      /* the engine itself down since (0: it is not) */
+    int64_t down_first_ms; /* `down` of the outage going on */
     struct outage_span spans[OUTAGE_SPANS]; /* the last ended, a ring */
     size_t n;
 };
@@ -51,8 +51,8 @@ bool outage_back(struct outages *o, int64_t now, bool after_outage,
 int outage_save_begin(struct store *st, const struct outages *o);
 int outage_save_end(struct store *st, const struct outage_span *ended);
 
-/* Is a die event dated `time_nano` after reapd last found the engine
- * down in a span, and not after the span's end? */
+/* Is a die event dated `time_nano` at or after reapd first found the
+ * engine down in a span, and not after the span's end? */
 bool outage_die_within(const struct outages *o, int64_t time_nano);
 /* Did a container finish (FinishedAt, RFC 3339) in a span, a second of
  * slack each side? */

@@ -545,7 +545,10 @@ engine_stop() {
   # 6. Anything of ours still alive?
   mapfile -t pids < <(pids_matching "$D/")
   if [ "${#pids[@]}" -gt 0 ]; then
-    echo "e2e: processes left for $D: ${pids[*]}" >&2
+    echo "e2e: processes left for $D:" >&2
+    for p in "${pids[@]}"; do
+      echo "  $p $(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-200)" >&2
+    done
     rc=1
   fi
 

@@ -19,7 +19,7 @@ e2e_begin "$@"
 
 # Usually the engine makes no die event for such an exit; now and then
 # Docker 20.10 makes one as it restores the container, saying 255 or the
-# code its shim kept (both seen in CI). That die is dated after reapd last
+# code its shim kept (both seen in CI). That die is dated after reapd first
 # found the engine down, so it proves nothing: the exit stays flagged, and
 # the die's code is told as the engine's (a mismatch when it says 255 and
 # the true code survived).

@@ -33,6 +33,7 @@ struct fcont {
     char state[16];
     int exit_code;
     int finished;
+    char finished_at[40]; /* FinishedAt once finished ("": a fixed date) */
 };
 
 struct fevent {
@@ -248,8 +249,9 @@ reply_inspect(struct fake_engine *fe, struct evhttp_request *req,
              strcmp(c->state, "running") == 0 ? "true" : "false",
              strcmp(c->state, "restarting") == 0 ? "true" : "false",
              c->exit_code,
-             c->finished ? "2026-12-02T10:00:01.000000000Z"
-                         : "0001-01-01T00:00:00Z",
+             !c->finished             ? "0001-01-01T00:00:00Z"
+             : c->finished_at[0] != 0 ? c->finished_at
+                                      : "2026-12-02T10:00:01.000000000Z",
              bulk, c->labels);
     reply(req, 200, body);
     free(body);
@@ -708,6 +710,16 @@ fake_engine_exit(struct fake_engine *fe, const char *id, int code,
     c->finished = 1;
     snprintf(attr, sizeof(attr), "\"exitCode\":\"%d\"", die_code);
     emit(fe, c, "die", attr);
+}
+
+void
+fake_engine_set_finished_at(struct fake_engine *fe, const char *id,
+                            const char *rfc3339)
+{
+    struct fcont *c = find(fe, id);
+
+    if (c != NULL)
+        snprintf(c->finished_at, sizeof(c->finished_at), "%s", rfc3339);
 }
 
 void

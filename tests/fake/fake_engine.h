@@ -50,6 +50,11 @@ void fake_engine_set_bulk(struct fake_engine *fe, const char *id,
 void fake_engine_exit(struct fake_engine *fe, const char *id, int code,
                       int die_code);
 
+/* The FinishedAt inspect says once it finished (RFC 3339); by default a
+ * fixed date in the past. */
+void fake_engine_set_finished_at(struct fake_engine *fe, const char *id,
+                                 const char *rfc3339);
+
 /* Sets the state word only ("restarting", "removing", ...). */
 void fake_engine_set_state(struct fake_engine *fe, const char *id,
                            const char *state);

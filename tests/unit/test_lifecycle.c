@@ -4430,7 +4430,7 @@ test_relist_after_outage_then_die(void **state)
     assert_int_equal(s.c.anomalies, 0);
 }
 
-/* A die dated after the engine was last found down may be the restarted
+/* A die dated after the engine was first found down may be the restarted
  * engine's (Docker 20.10 sometimes says die 255 as it restores a
  * container that exited while it was down): it neither clears the flag
  * nor keeps the inspect after it from setting it; its code is still the

@@ -1387,7 +1387,7 @@ t_last_outage_remembered(void **state)
     }
 }
 
-/* A die event dated within an outage the engine was last found down in
+/* A die event dated within an outage the engine was found down in
  * may be the restarted engine's own (Docker 20.10 sometimes says die 255
  * as it restores a container that exited while it was down): the exit
  * stays flagged, and the die's 255 is told as the engine's code against
@@ -1421,6 +1421,56 @@ t_die_after_outage_keeps_flag(void **state)
         h_drop_store(h, st);
         h_free(h);
     }
+}
+
+/* The restarted engine restores a container while its API still refuses
+ * reapd, and says die 255 for it then: a die dated between two refusals,
+ * before the last. It proves nothing either (seen in the chaos soak on
+ * Docker 28.5: a 255 with no flag). Here the restarted engine listens
+ * on another path while reapd is refused, and takes the engine's path
+ * only after more refusals. */
+static void
+t_die_between_refusals_keeps_flag(void **state)
+{
+    struct tu_reapd *h = h_new("");
+    struct store *st = h_store_start(h);
+    struct event_base *base = loop_base(h->l);
+    struct fake_engine *back;
+    char alt[sizeof(h->sock) + 8], at[40];
+    const struct json_node *rep;
+    int refused;
+
+    (void)state;
+    snprintf(alt, sizeof(alt), "%s.new", h->sock);
+    fake_engine_add(h->fe, A, "restored", MANAGED, NULL, 1);
+    TU_RUN_UNTIL(h->l, tracked_running(h, A), 3000);
+    fake_engine_free(h->fe);
+    h->fe = NULL;
+    TU_RUN_UNTIL(h->l, docker_watch_unreachable(h->d), 5000);
+    tu_run_for(h->l, 100);
+
+    back = fake_engine_new(base, alt);
+    assert_non_null(back);
+    fake_engine_add(back, A, "restored", MANAGED, NULL, 0);
+    fake_engine_exit(back, A, 9, 255);
+    report_now_rfc3339(at, sizeof(at));
+    fake_engine_set_finished_at(back, A, at);
+    /* More refusals after the die (reconnects within 200 ms). */
+    refused = fake_engine_count(back, FAKE_VERSION);
+    tu_run_for(h->l, 700);
+    assert_int_equal(fake_engine_count(back, FAKE_VERSION), refused);
+    assert_true(docker_watch_unreachable(h->d));
+    assert_int_equal(rename(alt, h->sock), 0);
+    h->fe = back;
+
+    TU_RUN_UNTIL(h->l, has_report(h, A), 5000);
+    rep = report_for(h, A);
+    assert_int_equal(int_of(rep, "exit_code"), 9);
+    assert_int_equal(int_of(rep, "engine_exit_code"), 255);
+    assert_true(has_anomaly(rep, "exited_while_engine_down"));
+    assert_true(has_anomaly(rep, "engine_exit_code_mismatch"));
+    h_drop_store(h, st);
+    h_free(h);
 }
 
 /* The engine going down is committed in the loop turn that finds it
@@ -2585,6 +2635,7 @@ main(void)
         cmocka_unit_test(t_journal_checkpoint_held_by_unsaved),
         cmocka_unit_test(t_last_outage_remembered),
         cmocka_unit_test(t_die_after_outage_keeps_flag),
+        cmocka_unit_test(t_die_between_refusals_keeps_flag),
         cmocka_unit_test(t_outage_committed_at_once),
         cmocka_unit_test(t_relist_sliced),
         cmocka_unit_test(t_relist_waits_for_wal_copy),
