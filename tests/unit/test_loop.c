@@ -28,6 +28,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -36,6 +37,50 @@
 
 #define STREAM_CHUNKS 5
 #define MAX_PENDING   128
+
+/* The monotonic clock agent/loop.c reads: this binary is linked with
+ * --wrap=clock_gettime (tests/CMakeLists.txt). While clock_jump_ns is
+ * set, each read is that much later than the last, as on a host whose
+ * CPU is taken away between any two reads; libevent and libcurl, shared
+ * libraries, keep the real clock. */
+static uint64_t clock_jump_ns, clock_skew_ns;
+int __real_clock_gettime(clockid_t id, struct timespec *ts);
+int __wrap_clock_gettime(clockid_t id, struct timespec *ts);
+
+int
+__wrap_clock_gettime(clockid_t id, struct timespec *ts)
+{
+    int rc = __real_clock_gettime(id, ts);
+    uint64_t ns;
+
+    if (rc != 0 || id != CLOCK_MONOTONIC || clock_jump_ns == 0)
+        return rc;
+    clock_skew_ns += clock_jump_ns;
+    ns = (uint64_t)ts->tv_sec * 1000000000u + (uint64_t)ts->tv_nsec +
+         clock_skew_ns;
+    ts->tv_sec = (time_t)(ns / 1000000000u);
+    ts->tv_nsec = (long)(ns % 1000000000u);
+    return rc;
+}
+
+/* The real clock again, however the test ended. */
+static int
+clock_real(void **state)
+{
+    (void)state;
+    clock_jump_ns = 0;
+    return 0;
+}
+
+/* Real milliseconds, for waits while the clock above jumps. */
+static uint64_t
+real_ms(void)
+{
+    struct timespec ts;
+
+    __real_clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
 
 /* ---- the test server -------------------------------------------------- */
 
@@ -941,6 +986,60 @@ t_refused_after_pause_ends(void **state)
     refused_after_pause("/pair");
 }
 
+/* A call is handed one piece each time the loop enters libcurl, however
+ * late the clock says it is by then: on a host slow enough to spend the
+ * slice between the entry and the first piece (CPU stolen; valgrind the
+ * first time through), a yielding call that was paused at once on each
+ * resume never moved again (test_loop under valgrind: the refusal in
+ * t_refused_after_pause_ends never came). Here every read of the clock is
+ * 3 ms past the last: each entry hands over exactly one piece and pauses
+ * the next, and the answer still arrives whole and in order, and a
+ * refusal after a pause still ends the call. */
+static void
+t_slow_clock_still_moves(void **state)
+{
+    struct fx *f = fx_new();
+    struct loop_http_req req = {
+        .url = "http://localhost/big", .unix_socket = f->s->sock, .yield = 1};
+    const char *paths[] = {"http://localhost/pair", "http://localhost/big"};
+    struct yrec y;
+    uint64_t end;
+    size_t i;
+
+    (void)state;
+    memset(&y, 0, sizeof(y));
+    y.l = f->l;
+    clock_jump_ns = 3000000u;
+    assert_non_null(loop_http(f->l, &req, NULL, yrec_data, yrec_done, &y));
+    end = real_ms() + 10000;
+    while (!y.done && real_ms() < end)
+        tu_turn(f->l, UINT64_MAX);
+    assert_true(y.done);
+    assert_int_equal(y.error, HTTPC_OK);
+    assert_int_equal(y.len, 512 * 1024);
+    assert_int_equal(y.bad, 0);
+    assert_true(y.ndata >= 16);
+
+    for (i = 0; i < 2; i++) {
+        char url[64];
+        struct loop_http_req r2 = {
+            .url = url, .unix_socket = f->s->sock, .yield = 1};
+
+        snprintf(url, sizeof(url), "%s", paths[i]);
+        memset(&y, 0, sizeof(y));
+        y.l = f->l;
+        assert_non_null(
+            loop_http(f->l, &r2, NULL, refuse_second, yrec_done, &y));
+        end = real_ms() + 10000;
+        while (!y.done && real_ms() < end)
+            tu_turn(f->l, UINT64_MAX);
+        assert_true(y.done);
+        assert_int_equal(y.error, HTTPC_ERR_ABORTED);
+        assert_int_equal(y.ndata, 2);
+    }
+    fx_free(f);
+}
+
 static void
 t_max_body(void **state)
 {
@@ -1596,6 +1695,7 @@ main(void)
         cmocka_unit_test(t_stream_in_order),
         cmocka_unit_test(t_yield_between_turns),
         cmocka_unit_test(t_refused_after_pause_ends),
+        cmocka_unit_test_teardown(t_slow_clock_still_moves, clock_real),
         cmocka_unit_test(t_max_body),
         cmocka_unit_test(t_default_max_body),
         cmocka_unit_test(t_timeout),
