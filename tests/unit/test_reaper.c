@@ -1438,7 +1438,6 @@ t_die_between_refusals_keeps_flag(void **state)
     struct fake_engine *back;
     char alt[sizeof(h->sock) + 8], at[40];
     const struct json_node *rep;
-    int refused;
 
     (void)state;
     snprintf(alt, sizeof(alt), "%s.new", h->sock);
@@ -1455,10 +1454,10 @@ t_die_between_refusals_keeps_flag(void **state)
     fake_engine_exit(back, A, 9, 255);
     report_now_rfc3339(at, sizeof(at));
     fake_engine_set_finished_at(back, A, at);
-    /* More refusals after the die (reconnects within 200 ms). */
-    refused = fake_engine_count(back, FAKE_VERSION);
+    /* More refusals after the die (reconnects within 200 ms); reapd
+     * reached nothing meanwhile. */
     tu_run_for(h->l, 700);
-    assert_int_equal(fake_engine_count(back, FAKE_VERSION), refused);
+    assert_int_equal(fake_engine_count(back, FAKE_VERSION), 0);
     assert_true(docker_watch_unreachable(h->d));
     assert_int_equal(rename(alt, h->sock), 0);
     h->fe = back;
