@@ -4,7 +4,7 @@
 #   source "$(dirname "$0")/common.bash"
 #   cli_begin NAME "$@"        # BIN, SRC, a scratch dir $T, traps
 #
-# then fail MESSAGE, ok MESSAGE, and start_reapd_no_engine.
+# then fail MESSAGE, ok MESSAGE, free_port and start_reapd_no_engine.
 
 # cli_begin NAME BIN SRC: $T is /tmp/reapd-NAME.XXXXXX, removed at exit
 # with the reapd started here ($pid) killed.
@@ -36,6 +36,29 @@ ok() {
   echo "ok $n - $*"
 }
 
+# free_port: a port on 127.0.0.1 free just now, below the ephemeral range:
+# one in it can be taken by any outgoing connection (another test's curl)
+# before reapd binds it.
+free_port() {
+  python3 - <<'PY'
+import random, socket
+lo = 20000
+hi = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0]) - 1
+for _ in range(100):
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", random.randint(lo, max(lo, hi))))
+        print(s.getsockname()[1])
+        break
+    except OSError:
+        pass
+    finally:
+        s.close()
+else:
+    raise SystemExit("no free port below the ephemeral range")
+PY
+}
+
 # start_reapd_no_engine: reapd on $T/reapd.json with no engine, containerd
 # off and the status endpoint on a free port ($port), with
 # status.token_file $STATUS_TOKEN_FILE if set (else the read API is the
@@ -44,7 +67,7 @@ ok() {
 start_reapd_no_engine() {
   local code="" _ tf=""
   [ -z "${STATUS_TOKEN_FILE:-}" ] || tf=", \"token_file\": \"$STATUS_TOKEN_FILE\""
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  port=$(free_port)
   cat >"$T/reapd.json" <<JSON
 { "state_dir": "$T/state",
   "docker": { "socket": "$T/no-engine.sock", "reconnect_max_ms": 1000 },

@@ -248,8 +248,8 @@ ok "daemonset.yaml: 5 objects in one namespace; no init container; REAPD_NODE_NA
 # a node name in the environment that only a "node" in the file overrides.
 REAPD_NODE_NAME=env-probe "$BIN" --print-config -c "$T/reapd.json" >"$T/effective.json" 2>"$T/err" ||
   fail "reapd --print-config on the ConfigMap's config: $(cat "$T/err")"
-python3 - "$T/effective.json" "$T/reapd.json.port" "$T" >"$T/local.json" 2>"$T/err" <<'PY' ||
-import json, random, socket, sys
+python3 - "$T/effective.json" "$T/reapd.json.port" "$T" "$(free_port)" >"$T/local.json" 2>"$T/err" <<'PY' ||
+import json, sys
 
 cfg = json.load(open(sys.argv[1]))
 port = open(sys.argv[2]).read().strip()
@@ -267,21 +267,12 @@ if not admin.startswith("/run/reapd/"):
     problems.append("admin.socket %s is not in /run/reapd (the emptyDir)" % admin)
 if problems:
     sys.exit("\n".join(problems))
-# The same config, its paths moved into the scratch directory, no engine.
-# A port below the ephemeral range: one in it can be taken by any
-# outgoing connection before reapd binds it.
-lo, hi = 20000, int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0]) - 1
-for _ in range(100):
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", random.randint(lo, max(lo, hi))))
-        break
-    except OSError:
-        s.close()
+# The same config, its paths moved into the scratch directory, no engine,
+# the status endpoint on a free port (free_port, common.bash).
 cfg["state_dir"] = scratch + "/state"
 cfg["docker"] = dict(cfg.get("docker") or {}, socket=scratch + "/no-engine.sock")
 cfg["containerd"] = dict(cfg.get("containerd") or {}, socket="off")
-cfg["status"] = dict(cfg["status"], listen="127.0.0.1:%d" % s.getsockname()[1])
+cfg["status"] = dict(cfg["status"], listen="127.0.0.1:" + sys.argv[4])
 cfg["admin"] = dict(cfg.get("admin") or {}, socket=scratch + admin)
 print(json.dumps(cfg))
 PY

@@ -39,10 +39,6 @@ ok "docs/openapi.yaml is a valid OpenAPI document ($(grep -o '[0-9]* paths, [0-9
 
 # ---- a reapd with an engine, an upstream and a token ------------------
 
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
 # wait_line FILE LINE: until FILE has LINE (5 s).
 wait_line() {
   local _
